@@ -1,0 +1,1 @@
+"""Analysis: tables, plots and validation reports built from simulation results (the last stage)."""

@@ -1,0 +1,28 @@
+"""Plain-text tables for the CLI: fixed-width columns, numbers right-aligned."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    try:
+        float(str(v).replace(",", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    right = [all(_is_number(r[i]) for r in rows if r[i] != "") and any(r[i] != "" for r in rows)
+             for i in range(len(header))] if rows else [False] * len(header)
+    lines = []
+    for j, r in enumerate(cells):
+        parts = [c.rjust(w) if right[i] and j else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(parts).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

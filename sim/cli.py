@@ -1,0 +1,183 @@
+"""The `prunesim` command: parses arguments and dispatches to the module that does the work.
+
+Handlers are imported lazily so `prunesim --help` and commands without PyTorch never import it.
+Bad input surfaces as one line `prunesim: error: FILE: FIELD: message` and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sim import __version__
+from sim.errors import PrunesimError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _handler(parser: argparse.ArgumentParser, target: str) -> None:
+    parser.set_defaults(_handler=target)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="prunesim",
+        description="Simulate CNN training with pruned or approximated gradients: replay captured "
+                    "activation-gradient traces on modeled hardware.")
+    ap.add_argument("--version", action="version", version=f"prunesim {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    # --- workloads -----------------------------------------------------------------------------
+    wl = sub.add_parser("workload", help="list the workload zoo, show a network's layers and GEMMs")
+    wls = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND", required=True)
+    p = wls.add_parser("list", help="list workloads on the search path")
+    _handler(p, "sim.cli:cmd_workload_list")
+    p = wls.add_parser("show", help="layer table, lowered GEMM shapes and totals")
+    p.add_argument("name", help="zoo name (e.g. resnet50-imagenet) or path to a workload YAML")
+    p.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.cli:cmd_workload_show")
+
+    # --- traces --------------------------------------------------------------------------------
+    tr = sub.add_parser("trace", help="inspect, check, fit and synthesize gradient traces")
+    trs = tr.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
+    p = trs.add_parser("info", help="per-layer shape, density and |g| statistics")
+    p.add_argument("trace", help="trace directory")
+    p.add_argument("--iteration", type=int, default=None, help="only this captured iteration")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.traces.inspect:cmd_info")
+    p = trs.add_parser("check", help="verify checksums, shapes against the workload, dtypes, "
+                                     "finiteness")
+    p.add_argument("trace", help="trace directory")
+    p.add_argument("--workload", default=None,
+                   help="also check shapes against this workload (name or YAML)")
+    _handler(p, "sim.traces.inspect:cmd_check")
+    p = trs.add_parser("fit", help="fit per-layer gradient statistics to a captured trace")
+    p.add_argument("trace", help="trace directory")
+    p.add_argument("--out", required=True, help="statistics YAML to write")
+    _handler(p, "sim.traces.synth:cmd_fit")
+    p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
+    p.add_argument("--workload", required=True, help="zoo name or workload YAML")
+    p.add_argument("--batch", type=_positive_int, required=True)
+    p.add_argument("--out", required=True, help="trace directory to create")
+    p.add_argument("--stats", default=None,
+                   help="fitted statistics YAML (default: the ones shipped with prunesim)")
+    p.add_argument("--iterations", type=_positive_int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
+    p.add_argument("--force", action="store_true", help="replace an existing trace directory")
+    _handler(p, "sim.traces.synth:cmd_synth")
+
+    # --- capture -------------------------------------------------------------------------------
+    p = sub.add_parser("capture", help="train a zoo network on real data (CPU) and record a trace")
+    p.add_argument("--workload", required=True, help="zoo name or workload YAML")
+    p.add_argument("--dataset", required=True, help="offline dataset (see docs/trace-format.md)")
+    p.add_argument("--epochs", type=_positive_int, required=True)
+    p.add_argument("--out", required=True, help="trace directory to create")
+    p.add_argument("--batch", type=_positive_int, default=32)
+    p.add_argument("--every", type=_positive_int, default=50,
+                   help="record tensors every K iterations (default 50)")
+    p.add_argument("--subsample", type=_positive_int, default=None,
+                   help="keep only the first S samples of each recorded batch")
+    p.add_argument("--tensors", default="dO", help="comma list from dO,I,W,dI (dO always)")
+    p.add_argument("--fp16", action="store_true", help="store tensors as float16")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-iterations", type=_positive_int, default=None,
+                   help="stop each epoch after this many iterations (quick runs)")
+    p.add_argument("--force", action="store_true", help="replace an existing trace directory")
+    _handler(p, "sim.capture.trainer:cmd_capture")
+
+    # --- the main job --------------------------------------------------------------------------
+    p = sub.add_parser("replay", help="replay a trace on hardware models (the main job)")
+    p.add_argument("trace", help="trace directory")
+    p.add_argument("--hw", action="append", default=[], metavar="HW.yaml",
+                   help="hardware config (repeatable)")
+    p.add_argument("--iteration", type=int, default=None, help="only this captured iteration")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.replay:cmd_replay")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    module, func = args._handler.split(":")
+    try:
+        return int(getattr(importlib.import_module(module), func)(args) or 0)
+    except PrunesimError as e:
+        print(f"prunesim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("prunesim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# workload commands (small enough to live here)
+
+
+def cmd_workload_list(args) -> int:
+    from sim.workload import load_workload, zoo_names
+    from analysis.tables import format_table
+    rows = []
+    for name in zoo_names():
+        w = load_workload(name)
+        rows.append([name, len(w.convs), len(w.layers) - len(w.convs), "x".join(map(str, w.input_shape)),
+                     f"{w.params() / 1e6:.2f}", f"{w.macs() / 1e6:.1f}", w.description])
+    print(format_table(["name", "convs", "fc", "input", "params (M)", "MACs/sample (M)",
+                        "description"], rows))
+    return 0
+
+
+def cmd_workload_show(args) -> int:
+    import json
+
+    from analysis.tables import format_table
+    from sim.workload import lower, load_workload
+    w = load_workload(args.name)
+    b = args.batch
+    if args.json:
+        out = {"name": w.name, "batch": b, "params": w.params(), "macs": w.macs(b), "layers": []}
+        for l in w.layers:
+            g = lower(l, b)
+            out["layers"].append({
+                "name": l.name, "op": l.op, "block": l.block, "c_in": l.c_in, "c_out": l.c_out,
+                "h": l.h, "w": l.w, "p": l.p, "q": l.q, "r": l.r, "s": l.s, "stride": l.stride,
+                "pad": l.pad, "groups": l.groups, "residual_node": l.residual_node,
+                "params": l.param_count, "macs": l.macs(b),
+                "gemms": {ph: {"m": x.m, "n": x.n, "k": x.k, "groups": x.groups, "flops": x.flops}
+                          for ph, x in g.items()}})
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{w.name}: {w.description}  (from {w.origin})")
+    print(f"input {'x'.join(map(str, w.input_shape))}, batch {b}")
+    rows = []
+    tot = {ph: 0 for ph in ("fwd", "agbp", "wgc")}
+    for l in w.layers:
+        g = lower(l, b)
+        for ph in tot:
+            tot[ph] += g[ph].flops
+        geo = (f"{l.c_in}x{l.h}x{l.w} -> {l.c_out}x{l.p}x{l.q}" if l.op == "conv"
+               else f"{l.c_in} -> {l.c_out}")
+        ker = f"{l.r}x{l.s}/{l.stride}p{l.pad}" + (f" g{l.groups}" if l.groups > 1 else "") \
+            if l.op == "conv" else ""
+        rows.append([l.index, l.name, l.block, geo, ker, l.residual_node or "",
+                     *(f"{x.m}x{x.n}x{x.k}" for x in g.values()), f"{l.macs(b) / 1e6:.2f}"])
+    print(format_table(["#", "layer", "block", "C x H x W -> K x P x Q", "RxS/str pad",
+                        "residual", "FWD MxNxK", "AGBP MxNxK", "WGC MxNxK", "MACs (M)"], rows))
+    print(f"params {w.params():,} ({w.params() / 1e6:.3f} M); forward MACs {w.macs(b):,} "
+          f"({w.macs(b) / 1e9:.3f} G) at batch {b}")
+    print("GFLOP per iteration: " + ", ".join(f"{ph.upper()} {v / 1e9:.3f}" for ph, v in tot.items())
+          + f", total {sum(tot.values()) / 1e9:.3f}")
+    return 0

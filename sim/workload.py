@@ -1,0 +1,457 @@
+"""Workloads: networks as data (YAML op graphs), shape inference, and lowering to FWD/AGBP/WGC GEMMs.
+
+A workload file lists ops in execution order. Every op reads named tensors and writes one new tensor;
+shapes are inferred, never repeated, so a file states each fact once. Ops:
+
+- ``conv``: in, out, c_out, kernel, [stride=1, pad=0, groups=1, bias, bn=false, relu=false]
+- ``fc``:   in, out, c_out, [bias=true, relu=false]   (flattens its input)
+- ``pool``: in, out, kind (max|avg), and either global: true or kernel, [stride=kernel, pad=0]
+- ``add``:  in: [a, b], out, [relu=false]              (residual sum)
+
+The input tensor is named ``x``. A tensor that is not produced by an earlier op may be declared in
+``tensors: {name: [C, H, W]}`` (capture uses this for models whose wiring it cannot see).
+The batch size is never part of a workload: it is a parameter of lowering and of traces.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+from sim.errors import WorkloadError
+from sim.yamlio import load_yaml_file
+
+SCHEMA_VERSION = 1
+PHASES = ("fwd", "agbp", "wgc")
+
+_OP_KEYS = {
+    "conv": ({"name", "op", "in", "out", "c_out", "kernel"},
+             {"stride", "pad", "groups", "bias", "bn", "relu"}),
+    "fc": ({"name", "op", "in", "out", "c_out"}, {"bias", "relu"}),
+    "pool": ({"name", "op", "in", "out", "kind"}, {"kernel", "stride", "pad", "global"}),
+    "add": ({"name", "op", "in", "out"}, {"relu"}),
+}
+_TOP_KEYS_REQUIRED = {"name", "input", "layers"}
+_TOP_KEYS_OPTIONAL = {"schema", "description", "source", "dataset", "classes", "tensors", "notes"}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A conv or FC layer with its inferred geometry. FC is a 1x1 conv on a 1x1 map."""
+
+    index: int
+    name: str
+    op: str            # "conv" | "fc"
+    c_in: int
+    c_out: int
+    h: int             # input height (1 for fc)
+    w: int
+    p: int             # output height
+    q: int
+    r: int             # kernel height
+    s: int
+    stride: int
+    pad: int
+    groups: int
+    bias: bool
+    bn: bool
+    relu: bool
+    in_tensor: str
+    out_tensor: str
+    in_space: str      # channel space: tensors tied by residual adds and pools share one
+    out_space: str
+    residual_node: str | None  # out_space when it is a residual sum node, else None
+
+    @property
+    def block(self) -> str:
+        """Block kind: conv-bn-relu, conv-bn, conv-relu or conv (fc-relu / fc for FC layers)."""
+        parts = [self.op] + (["bn"] if self.bn else []) + (["relu"] if self.relu else [])
+        return "-".join(parts)
+
+    @property
+    def dbtd_target(self) -> str:
+        """Which gradient DBTD prunes (METHODS.md 1): dI for Conv-ReLU without BN, else dO."""
+        return "dI" if (self.relu and not self.bn) else "dO"
+
+    @property
+    def weight_count(self) -> int:
+        return self.c_out * (self.c_in // self.groups) * self.r * self.s
+
+    @property
+    def param_count(self) -> int:
+        """Learnable parameters: weights, bias, and BN's scale and shift."""
+        return self.weight_count + (self.c_out if self.bias else 0) + (2 * self.c_out if self.bn else 0)
+
+    def macs(self, batch: int = 1) -> int:
+        """Forward multiply-accumulates."""
+        return batch * self.p * self.q * self.weight_count
+
+    def tensor_shapes(self, batch: int) -> dict[str, tuple[int, ...]]:
+        """NCHW shapes of this layer's tensors (I, W, O and their gradients dI, dW, dO)."""
+        i = (batch, self.c_in, self.h, self.w)
+        o = (batch, self.c_out, self.p, self.q)
+        wt = (self.c_out, self.c_in // self.groups, self.r, self.s)
+        if self.op == "fc":
+            i, o, wt = (batch, self.c_in), (batch, self.c_out), (self.c_out, self.c_in)
+        return {"I": i, "dI": i, "O": o, "dO": o, "W": wt, "dW": wt}
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One lowered GEMM C[M,N] = A[M,K] @ B[K,N], repeated `groups` times (grouped conv).
+
+    The a/b/c_tensor fields name the tensor each operand is built from; *_elems count that tensor's
+    elements (compulsory traffic, not the im2col-expanded size).
+    """
+
+    layer: str
+    phase: str
+    m: int
+    n: int
+    k: int
+    groups: int
+    a_tensor: str
+    b_tensor: str
+    c_tensor: str
+    a_elems: int
+    b_elems: int
+    c_elems: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.groups
+
+    def bytes(self, dtype_bytes: int = 2) -> int:
+        """Compulsory operand traffic: read A and B once, write C once."""
+        return (self.a_elems + self.b_elems + self.c_elems) * dtype_bytes
+
+
+def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
+    """FWD, AGBP and WGC GEMMs of one layer (METHODS.md notation), per group."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    g = layer.groups
+    cin_g, cout_g = layer.c_in // g, layer.c_out // g
+    n_i = batch * layer.c_in * layer.h * layer.w
+    n_o = batch * layer.c_out * layer.p * layer.q
+    n_w = layer.weight_count
+    rs = layer.r * layer.s
+    mk = lambda ph, m, n, k, a, b, c, ae, be, ce: Gemm(layer.name, ph, m, n, k, g, a, b, c, ae, be, ce)
+    return {
+        "fwd": mk("fwd", batch * layer.p * layer.q, cout_g, cin_g * rs, "I", "W", "O", n_i, n_w, n_o),
+        "agbp": mk("agbp", batch * layer.h * layer.w, cin_g, cout_g * rs, "dO", "W", "dI", n_o, n_w, n_i),
+        "wgc": mk("wgc", cout_g, cin_g * rs, batch * layer.p * layer.q, "dO", "I", "dW", n_o, n_i, n_w),
+    }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A validated network: its op list as written, and the conv/FC layers with inferred geometry."""
+
+    name: str
+    description: str
+    source: str
+    dataset: str | None
+    input_shape: tuple[int, int, int]
+    ops: tuple[dict, ...]
+    layers: tuple[Layer, ...]
+    origin: str  # file the workload came from (for error messages and provenance)
+
+    @property
+    def convs(self) -> tuple[Layer, ...]:
+        return tuple(l for l in self.layers if l.op == "conv")
+
+    def layer(self, name: str) -> Layer:
+        for l in self.layers:
+            if l.name == name:
+                return l
+        raise KeyError(name)
+
+    def params(self) -> int:
+        return sum(l.param_count for l in self.layers)
+
+    def macs(self, batch: int = 1) -> int:
+        return sum(l.macs(batch) for l in self.layers)
+
+    def gemms(self, batch: int) -> Iterable[Gemm]:
+        for l in self.layers:
+            yield from lower(l, batch).values()
+
+    def to_dict(self) -> dict:
+        """The workload as written (round-trips through from_dict); traces embed it."""
+        d: dict[str, Any] = {"schema": SCHEMA_VERSION, "name": self.name}
+        if self.description:
+            d["description"] = self.description
+        if self.source:
+            d["source"] = self.source
+        if self.dataset:
+            d["dataset"] = self.dataset
+        c, h, w = self.input_shape
+        d["input"] = {"channels": c, "height": h, "width": w}
+        declared = _declared_tensors(self.ops, self.layers)
+        if declared:
+            d["tensors"] = declared
+        d["layers"] = [dict(op) for op in self.ops]
+        return d
+
+    @cached_property
+    def checksum(self) -> str:
+        import hashlib
+        import json
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def _declared_tensors(ops, layers) -> dict[str, list[int]]:
+    produced = {"x"} | {op["out"] for op in ops}
+    out: dict[str, list[int]] = {}
+    by_name = {l.name: l for l in layers}
+    for op in ops:
+        ins = op["in"] if isinstance(op["in"], list) else [op["in"]]
+        for t in ins:
+            if t not in produced and t not in out and op["name"] in by_name:
+                l = by_name[op["name"]]
+                out[t] = [l.c_in, l.h, l.w] if l.op == "conv" else [l.c_in, 1, 1]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def _int(v: Any, file: str, field: str, minimum: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise WorkloadError(file, field, f"expected an integer, got {v!r}")
+    if v < minimum:
+        raise WorkloadError(file, field, f"must be >= {minimum}, got {v}")
+    return v
+
+
+def _bool(v: Any, file: str, field: str) -> bool:
+    if not isinstance(v, bool):
+        raise WorkloadError(file, field, f"expected true or false, got {v!r}")
+    return v
+
+
+def _str(v: Any, file: str, field: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise WorkloadError(file, field, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _pair(v: Any, file: str, field: str) -> tuple[int, int]:
+    if isinstance(v, list) and len(v) == 2:
+        return _int(v[0], file, field + "[0]"), _int(v[1], file, field + "[1]")
+    k = _int(v, file, field)
+    return k, k
+
+
+class _Spaces:
+    """Union-find over tensor names: residual adds and pools keep one channel space."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+        self.size: dict[str, int] = {}
+
+    def find(self, t: str) -> str:
+        self.parent.setdefault(t, t)
+        self.size.setdefault(t, 1)
+        while self.parent[t] != t:
+            self.parent[t] = self.parent[self.parent[t]]
+            t = self.parent[t]
+        return t
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # the earlier-defined tensor names the space, so names are stable and readable
+            self.parent[rb] = ra
+            self.size[ra] += self.size[rb]
+
+
+def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
+    """Validate a parsed workload document and infer every layer's geometry."""
+    file = origin
+    if not isinstance(doc, dict):
+        raise WorkloadError(file, "(top level)", "expected a mapping with name, input and layers")
+    unknown = set(doc) - _TOP_KEYS_REQUIRED - _TOP_KEYS_OPTIONAL
+    if unknown:
+        raise WorkloadError(file, sorted(unknown)[0], "unknown key (allowed: "
+                            + ", ".join(sorted(_TOP_KEYS_REQUIRED | _TOP_KEYS_OPTIONAL)) + ")")
+    for k in sorted(_TOP_KEYS_REQUIRED):
+        if k not in doc:
+            raise WorkloadError(file, k, "missing")
+    if "schema" in doc and doc["schema"] != SCHEMA_VERSION:
+        raise WorkloadError(file, "schema", f"unsupported workload schema {doc['schema']!r} "
+                            f"(this prunesim reads {SCHEMA_VERSION})")
+    name = _str(doc["name"], file, "name")
+    inp = doc["input"]
+    if not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
+        raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W}")
+    shapes: dict[str, tuple[int, int, int]] = {
+        "x": (_int(inp["channels"], file, "input.channels"), _int(inp["height"], file, "input.height"),
+              _int(inp["width"], file, "input.width"))}
+    declared = doc.get("tensors") or {}
+    if not isinstance(declared, dict):
+        raise WorkloadError(file, "tensors", "expected a mapping of tensor name to [C, H, W]")
+    for t, shp in declared.items():
+        f = f"tensors.{t}"
+        if not (isinstance(shp, list) and len(shp) == 3):
+            raise WorkloadError(file, f, f"expected [C, H, W], got {shp!r}")
+        shapes[str(t)] = tuple(_int(v, file, f"{f}[{i}]") for i, v in enumerate(shp))  # type: ignore
+
+    ops = doc["layers"]
+    if not isinstance(ops, list) or not ops:
+        raise WorkloadError(file, "layers", "expected a non-empty list of ops")
+    spaces = _Spaces()
+    for t in shapes:
+        spaces.find(t)
+    names: set[str] = set()
+    raw_layers: list[dict] = []
+    clean_ops: list[dict] = []
+    residual_spaces: set[str] = set()
+    for i, op in enumerate(ops):
+        fld = f"layers[{i}]"
+        if not isinstance(op, dict):
+            raise WorkloadError(file, fld, f"expected a mapping, got {op!r}")
+        kind = op.get("op")
+        if kind not in _OP_KEYS:
+            raise WorkloadError(file, fld + ".op", f"unknown op {kind!r} (known: {', '.join(_OP_KEYS)})")
+        req, opt = _OP_KEYS[kind]
+        for k in op:
+            if k not in req and k not in opt:
+                raise WorkloadError(file, f"{fld}.{k}", f"unknown key for op {kind} "
+                                    f"(allowed: {', '.join(sorted(req | opt))})")
+        for k in sorted(req):
+            if k not in op:
+                raise WorkloadError(file, f"{fld}.{k}", f"missing (required for op {kind})")
+        lname = _str(op["name"], file, fld + ".name")
+        fld = f"layers[{i}] ({lname})"
+        if lname in names:
+            raise WorkloadError(file, fld + ".name", "duplicate layer name")
+        names.add(lname)
+        out = _str(op["out"], file, fld + ".out")
+        if out in shapes:
+            raise WorkloadError(file, fld + ".out", f"tensor {out!r} is already defined; every op "
+                                "writes a new tensor")
+        ins = op["in"] if kind == "add" else [op["in"]]
+        if kind == "add" and (not isinstance(op["in"], list) or len(op["in"]) != 2):
+            raise WorkloadError(file, fld + ".in", "add takes a list of two tensors")
+        for t in ins:
+            _str(t, file, fld + ".in")
+            if t not in shapes:
+                raise WorkloadError(file, fld + ".in", f"tensor {t!r} is not produced by an earlier "
+                                    "op nor declared under tensors")
+        c, h, w = shapes[ins[0]]
+        if kind == "conv":
+            r, s = _pair(op["kernel"], file, fld + ".kernel")
+            stride = _int(op.get("stride", 1), file, fld + ".stride")
+            pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0)
+            groups = _int(op.get("groups", 1), file, fld + ".groups")
+            c_out = _int(op["c_out"], file, fld + ".c_out")
+            bn = _bool(op.get("bn", False), file, fld + ".bn")
+            relu = _bool(op.get("relu", False), file, fld + ".relu")
+            bias = _bool(op.get("bias", not bn), file, fld + ".bias")
+            if c % groups or c_out % groups:
+                raise WorkloadError(file, fld + ".groups", f"groups={groups} must divide c_in={c} "
+                                    f"and c_out={c_out}")
+            p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+            if p < 1 or q < 1:
+                raise WorkloadError(file, fld + ".kernel", f"kernel {r}x{s} with pad {pad} does not "
+                                    f"fit the {h}x{w} input")
+            shapes[out] = (c_out, p, q)
+            spaces.find(out)
+            raw_layers.append(dict(index=len(raw_layers), name=lname, op="conv", c_in=c, c_out=c_out,
+                                   h=h, w=w, p=p, q=q, r=r, s=s, stride=stride, pad=pad, groups=groups,
+                                   bias=bias, bn=bn, relu=relu, in_tensor=ins[0], out_tensor=out))
+        elif kind == "fc":
+            c_out = _int(op["c_out"], file, fld + ".c_out")
+            relu = _bool(op.get("relu", False), file, fld + ".relu")
+            bias = _bool(op.get("bias", True), file, fld + ".bias")
+            shapes[out] = (c_out, 1, 1)
+            spaces.find(out)
+            raw_layers.append(dict(index=len(raw_layers), name=lname, op="fc", c_in=c * h * w,
+                                   c_out=c_out, h=1, w=1, p=1, q=1, r=1, s=1, stride=1, pad=0,
+                                   groups=1, bias=bias, bn=False, relu=relu, in_tensor=ins[0],
+                                   out_tensor=out))
+        elif kind == "pool":
+            if op["kind"] not in ("max", "avg"):
+                raise WorkloadError(file, fld + ".kind", f"expected max or avg, got {op['kind']!r}")
+            if _bool(op.get("global", False), file, fld + ".global"):
+                if "kernel" in op or "stride" in op or "pad" in op:
+                    raise WorkloadError(file, fld + ".global", "a global pool takes no kernel, "
+                                        "stride or pad")
+                shapes[out] = (c, 1, 1)
+            else:
+                if "kernel" not in op:
+                    raise WorkloadError(file, fld + ".kernel", "missing (or set global: true)")
+                k = _int(op["kernel"], file, fld + ".kernel")
+                stride = _int(op.get("stride", k), file, fld + ".stride")
+                pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0)
+                p, q = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+                if p < 1 or q < 1:
+                    raise WorkloadError(file, fld + ".kernel", f"pool {k} does not fit {h}x{w}")
+                shapes[out] = (c, p, q)
+            spaces.union(ins[0], out)
+        else:  # add
+            if shapes[ins[1]] != shapes[ins[0]]:
+                raise WorkloadError(file, fld + ".in", f"add of mismatched shapes {shapes[ins[0]]} "
+                                    f"({ins[0]}) and {shapes[ins[1]]} ({ins[1]})")
+            _bool(op.get("relu", False), file, fld + ".relu")
+            shapes[out] = shapes[ins[0]]
+            spaces.union(ins[0], ins[1])
+            spaces.union(ins[0], out)
+            residual_spaces.add(out)
+        clean_ops.append(dict(op))
+
+    if not raw_layers:
+        raise WorkloadError(file, "layers", "no conv or fc layer")
+    residual_roots = {spaces.find(t) for t in residual_spaces}
+    layers = []
+    for d in raw_layers:
+        ins, outs = spaces.find(d["in_tensor"]), spaces.find(d["out_tensor"])
+        layers.append(Layer(**d, in_space=ins, out_space=outs,
+                            residual_node=outs if outs in residual_roots else None))
+    dataset = doc.get("dataset")
+    return Workload(name=name, description=str(doc.get("description", "")),
+                    source=str(doc.get("source", "")),
+                    dataset=str(dataset) if dataset is not None else None,
+                    input_shape=shapes["x"], ops=tuple(clean_ops), layers=tuple(layers),
+                    origin=origin)
+
+
+def _zoo_dirs() -> list[Path]:
+    dirs = [Path(d) for d in os.environ.get("PRUNESIM_WORKLOADS", "").split(os.pathsep) if d]
+    import workloads  # the package that ships the zoo's YAML files
+    dirs.append(Path(workloads.__file__).parent)
+    return dirs
+
+
+def zoo_names() -> list[str]:
+    """Names of every workload on the search path ($PRUNESIM_WORKLOADS, then the bundled zoo)."""
+    seen: dict[str, None] = {}
+    for d in _zoo_dirs():
+        for f in sorted(d.glob("*.yaml")):
+            seen.setdefault(f.stem, None)
+    return list(seen)
+
+
+def find_workload_file(name_or_path: str | os.PathLike) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in str(name_or_path):
+        if not p.is_file():
+            raise WorkloadError(p, None, "no such workload file")
+        return p
+    for d in _zoo_dirs():
+        f = d / f"{name_or_path}.yaml"
+        if f.is_file():
+            return f
+    raise WorkloadError(None, "workload", f"unknown workload {str(name_or_path)!r} "
+                        f"(known: {', '.join(zoo_names())})")
+
+
+def load_workload(name_or_path: str | os.PathLike) -> Workload:
+    """Load a zoo workload by name, or any workload YAML by path, fully validated."""
+    f = find_workload_file(name_or_path)
+    return workload_from_dict(load_yaml_file(f, WorkloadError), origin=str(f))
