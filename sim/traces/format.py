@@ -1,0 +1,492 @@
+"""Trace format v1: a directory of checksummed .npy tensors, a JSON manifest and a training log.
+
+Layout (docs/trace-format.md is the user-facing description):
+
+    TRACE/manifest.json                 schema, workload, provenance, one record per tensor file
+    TRACE/log.csv                       per-epoch training log
+    TRACE/tensors/itNNNNNNN/LAYER.KIND.npy
+
+Writers never leave a half-written file that a reader could take as valid: every file is written
+under a temporary name and renamed into place, and the manifest is rewritten (atomically) after each
+captured iteration, so an interrupted capture is a readable, shorter trace. Readers memory-map
+tensors (never unpickle), verify SHA-256, header shape and dtype against the manifest and the
+workload, and finiteness, all in bounded memory.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from sim import __version__
+from sim.errors import PrunesimError, TraceError
+from sim.workload import Workload, workload_from_dict
+
+FORMAT = "prunesim-trace"
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+LOG = "log.csv"
+KINDS = ("dO", "I", "W", "dI")
+DTYPES = ("float16", "float32", "float64")
+LOG_COLUMNS = ("epoch", "train_loss", "val_acc", "samples_seen", "wall_time_s", "method")
+_CHUNK_BYTES = 1 << 22  # bounded working set for hashing and scanning
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One tensor file: which iteration, layer and kind it holds, and how to verify it."""
+
+    iteration: int
+    epoch: int
+    layer: str
+    kind: str
+    path: str          # relative to the trace directory, '/'-separated
+    shape: tuple[int, ...]
+    dtype: str
+    sha256: str
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict:
+        return {"iteration": self.iteration, "epoch": self.epoch, "layer": self.layer,
+                "kind": self.kind, "path": self.path, "shape": list(self.shape),
+                "dtype": self.dtype, "sha256": self.sha256}
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_CHUNK_BYTES)
+            if not block:
+                return h.hexdigest()
+            h.update(block)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def software_versions() -> dict[str, str]:
+    out = {"prunesim": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    try:
+        import torch  # noqa: F401 - only to record its version when present
+        out["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Writer
+
+
+class TraceWriter:
+    """Create a trace directory and stream tensors into it, one file at a time.
+
+    Use as a context manager; `close()` marks the trace complete. Tensors can be added whole
+    (`add`) or filled in place through a memory map (`open_tensor`) so huge layers never need to
+    sit in RAM.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, workload: Workload, *, batch: int,
+                 provenance: dict[str, Any], batch_subsample: int | None = None,
+                 overwrite: bool = False):
+        self.path = Path(out_dir)
+        if self.path.exists():
+            if not overwrite:
+                raise TraceError(self.path, None, "already exists (use --force to replace it)")
+            if not self.path.is_dir() or self.path.is_symlink():
+                raise TraceError(self.path, None, "exists and is not a trace directory")
+            if any(self.path.iterdir()) and not (self.path / MANIFEST).exists():
+                raise TraceError(self.path, None, "exists, is not empty and holds no trace; "
+                                 "refusing to delete it")
+            shutil.rmtree(self.path)
+        (self.path / "tensors").mkdir(parents=True)
+        self.workload = workload
+        self.batch = int(batch)
+        self.batch_subsample = batch_subsample
+        self.provenance = dict(provenance)
+        self.provenance.setdefault("software", software_versions())
+        self.records: list[TensorRecord] = []
+        self._keys: set[tuple[int, str, str]] = set()
+        self.iterations: dict[int, int] = {}  # iteration -> epoch
+        self.log_rows: list[dict[str, Any]] = []
+        self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.complete = False
+        self._write_manifest()
+
+    # -- tensors --------------------------------------------------------------------------------
+    def _check_new(self, iteration: int, epoch: int, layer: str, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown tensor kind {kind!r} (known: {KINDS})")
+        if layer not in {l.name for l in self.workload.layers}:
+            raise ValueError(f"layer {layer!r} is not in workload {self.workload.name}")
+        if (iteration, layer, kind) in self._keys:
+            raise ValueError(f"{layer}.{kind} of iteration {iteration} already recorded")
+        if self.iterations.get(iteration, epoch) != epoch:
+            raise ValueError(f"iteration {iteration} already recorded with another epoch")
+
+    @contextmanager
+    def open_tensor(self, iteration: int, epoch: int, layer: str, kind: str,
+                    shape: tuple[int, ...], dtype: str = "float32") -> Iterator[np.ndarray]:
+        """Yield a writable memory map; on clean exit the file is hashed and committed."""
+        self._check_new(iteration, epoch, layer, kind)
+        dtype = np.dtype(dtype).name
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype} not supported (use one of {DTYPES})")
+        rel = f"tensors/it{iteration:07d}/{layer}.{kind}.npy"
+        final = self.path / rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
+        mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=tuple(shape))
+        try:
+            yield mm
+            mm.flush()
+        except BaseException:
+            del mm
+            tmp.unlink(missing_ok=True)
+            raise
+        del mm
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        self.records.append(TensorRecord(iteration, epoch, layer, kind, rel, tuple(int(s) for s in shape),
+                                         dtype, _sha256_file(final)))
+        self._keys.add((iteration, layer, kind))
+        self.iterations[iteration] = epoch
+
+    def add(self, iteration: int, epoch: int, layer: str, kind: str, array: np.ndarray) -> None:
+        """Record one whole tensor (its dtype is kept: float16, float32 or float64)."""
+        array = np.asarray(array)
+        with self.open_tensor(iteration, epoch, layer, kind, array.shape, array.dtype.name) as mm:
+            mm[...] = array
+
+    def end_iteration(self) -> None:
+        """Make everything recorded so far durable and readable (rewrites the manifest)."""
+        self._write_manifest()
+
+    # -- training log ---------------------------------------------------------------------------
+    def log_epoch(self, epoch: int, train_loss: float, val_acc: float | None, samples_seen: int,
+                  wall_time_s: float, method: str) -> None:
+        self.log_rows.append({"epoch": int(epoch), "train_loss": float(train_loss),
+                              "val_acc": "" if val_acc is None else float(val_acc),
+                              "samples_seen": int(samples_seen), "wall_time_s": float(wall_time_s),
+                              "method": method})
+        buf = io.StringIO()
+        wr = csv.DictWriter(buf, fieldnames=LOG_COLUMNS, lineterminator="\n")
+        wr.writeheader()
+        wr.writerows(self.log_rows)
+        _atomic_write_text(self.path / LOG, buf.getvalue())
+        self._write_manifest()
+
+    # -- manifest -------------------------------------------------------------------------------
+    def _write_manifest(self) -> None:
+        layers = []
+        for l in self.workload.layers:
+            kinds = sorted({r.kind for r in self.records if r.layer == l.name})
+            if kinds:
+                layers.append({"name": l.name, "kinds": kinds})
+        m = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "created": self.created,
+            "complete": self.complete,
+            "workload": self.workload.to_dict(),
+            "batch": self.batch,
+            "batch_subsample": self.batch_subsample,
+            "provenance": self.provenance,
+            "iterations": [{"iteration": i, "epoch": e} for i, e in sorted(self.iterations.items())],
+            "layers": layers,
+            "log": {"path": LOG, "sha256": _sha256_file(self.path / LOG)}
+            if (self.path / LOG).exists() else None,
+            "records": [r.to_json() for r in self.records],
+        }
+        _atomic_write_text(self.path / MANIFEST, json.dumps(m, indent=1, allow_nan=False) + "\n")
+
+    def close(self) -> None:
+        self.complete = True
+        self._write_manifest()
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._write_manifest()  # keep what was captured; `complete` stays false
+
+
+# ----------------------------------------------------------------------------------------------
+# Reader
+
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _need(d: dict, key: str, typ, file, field: str):
+    if key not in d:
+        raise TraceError(file, field, "missing")
+    v = d[key]
+    if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
+        raise TraceError(file, field, f"expected an integer, got {v!r}")
+    if typ is not int and not isinstance(v, typ):
+        raise TraceError(file, field, f"expected {getattr(typ, '__name__', typ)}, got {v!r}")
+    return v
+
+
+class Trace:
+    """A validated, lazily read trace. Open with `open_trace(path)`."""
+
+    def __init__(self, path: Path, manifest: dict, workload: Workload, records: list[TensorRecord],
+                 log: list[dict[str, Any]]):
+        self.path = path
+        self.manifest = manifest
+        self.workload = workload
+        self.records = records
+        self.log = log
+        self._by_key = {(r.iteration, r.layer, r.kind): r for r in records}
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest.get("complete"))
+
+    @property
+    def batch(self) -> int:
+        return self.manifest["batch"]
+
+    @property
+    def recorded_batch(self) -> int:
+        """Samples per recorded tensor: the sub-sample when one was taken, else the batch."""
+        return self.manifest.get("batch_subsample") or self.manifest["batch"]
+
+    @property
+    def provenance(self) -> dict:
+        return self.manifest.get("provenance", {})
+
+    @property
+    def iterations(self) -> list[int]:
+        return sorted({r.iteration for r in self.records})
+
+    def epoch_of(self, iteration: int) -> int:
+        for r in self.records:
+            if r.iteration == iteration:
+                return r.epoch
+        raise KeyError(iteration)
+
+    def layer_names(self, kind: str = "dO") -> list[str]:
+        """Recorded layers of this kind, in network order."""
+        have = {r.layer for r in self.records if r.kind == kind}
+        return [l.name for l in self.workload.layers if l.name in have]
+
+    def record(self, iteration: int, layer: str, kind: str = "dO") -> TensorRecord:
+        try:
+            return self._by_key[(iteration, layer, kind)]
+        except KeyError:
+            raise TraceError(self.path / MANIFEST, "records",
+                             f"no {kind} tensor of layer {layer!r} at iteration {iteration}") from None
+
+    def load(self, rec: TensorRecord, verify: bool = True) -> np.ndarray:
+        """Memory-map one tensor read-only; with verify, check checksum, header and finiteness."""
+        f = self.path / rec.path
+        if verify:
+            verify_record(self.path, rec)
+        try:
+            arr = np.load(f, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise TraceError(f, None, f"unreadable .npy: {e}") from None
+        if arr.shape != rec.shape or arr.dtype.name != rec.dtype:
+            raise TraceError(f, "header", f"holds {arr.dtype.name}{list(arr.shape)}, manifest says "
+                             f"{rec.dtype}{list(rec.shape)}")
+        return arr
+
+    def tensor(self, iteration: int, layer: str, kind: str = "dO", verify: bool = True) -> np.ndarray:
+        return self.load(self.record(iteration, layer, kind), verify=verify)
+
+    def stream(self, kind: str = "dO", iteration: int | None = None,
+               verify: bool = True) -> Iterator[tuple[TensorRecord, np.ndarray]]:
+        """Yield (record, memmap) layer by layer in network order; one tensor mapped at a time."""
+        order = {l.name: i for i, l in enumerate(self.workload.layers)}
+        recs = [r for r in self.records if r.kind == kind and (iteration is None or r.iteration == iteration)]
+        if iteration is not None and not recs:
+            raise TraceError(self.path / MANIFEST, "iterations",
+                             f"no {kind} tensors at iteration {iteration} (have {self.iterations})")
+        for r in sorted(recs, key=lambda r: (r.iteration, order[r.layer])):
+            yield r, self.load(r, verify=verify)
+
+
+def verify_record(trace_dir: Path, rec: TensorRecord) -> None:
+    """Check one tensor file against its record: present, size, SHA-256, header, finite values."""
+    f = trace_dir / rec.path
+    if f.is_symlink():
+        raise TraceError(f, None, "is a symbolic link; trace tensors must be regular files")
+    if not f.is_file():
+        raise TraceError(f, None, "missing tensor file")
+    try:
+        arr = np.load(f, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise TraceError(f, None, f"unreadable or truncated .npy ({e})") from None
+    if arr.dtype.name != rec.dtype:
+        raise TraceError(f, "dtype", f"file holds {arr.dtype.name}, manifest says {rec.dtype}")
+    if tuple(arr.shape) != rec.shape:
+        raise TraceError(f, "shape", f"file holds {list(arr.shape)}, manifest says {list(rec.shape)}")
+    del arr
+    digest = _sha256_file(f)
+    if digest != rec.sha256:
+        raise TraceError(f, "sha256", f"checksum mismatch (manifest {rec.sha256[:12]}..., "
+                         f"file {digest[:12]}...): the file is corrupt or was modified")
+    arr = np.load(f, mmap_mode="r", allow_pickle=False)
+    flat = arr.reshape(-1)
+    step = max(1, _CHUNK_BYTES // arr.dtype.itemsize)
+    for start in range(0, flat.size, step):
+        chunk = np.asarray(flat[start:start + step])
+        ok = np.isfinite(chunk)
+        if not ok.all():
+            bad = start + int(np.argmin(ok))
+            idx = np.unravel_index(bad, arr.shape)
+            raise TraceError(f, "values", f"non-finite value {chunk[bad - start]} at index "
+                             f"{list(map(int, idx))}")
+
+
+def _check_rel_path(root: Path, rel: Any, file: Path, field: str) -> str:
+    if not isinstance(rel, str) or not rel:
+        raise TraceError(file, field, f"expected a relative path, got {rel!r}")
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or "\\" in rel:
+        raise TraceError(file, field, f"path {rel!r} escapes the trace directory")
+    resolved = (root / p).resolve()
+    if root.resolve() not in resolved.parents:
+        raise TraceError(file, field, f"path {rel!r} escapes the trace directory")
+    return rel
+
+
+def _read_log(root: Path, meta: Any, mfile: Path) -> list[dict[str, Any]]:
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        raise TraceError(mfile, "log", "expected {path, sha256} or null")
+    rel = _check_rel_path(root, meta.get("path"), mfile, "log.path")
+    f = root / rel
+    if not f.is_file():
+        raise TraceError(f, None, "training log named in the manifest is missing")
+    if _sha256_file(f) != meta.get("sha256"):
+        raise TraceError(f, "sha256", "checksum mismatch: the training log is corrupt or was modified")
+    rows = []
+    with open(f, newline="", encoding="utf-8") as fh:
+        rd = csv.DictReader(fh)
+        if tuple(rd.fieldnames or ()) != LOG_COLUMNS:
+            raise TraceError(f, "header", f"expected columns {','.join(LOG_COLUMNS)}")
+        for i, row in enumerate(rd, start=2):
+            try:
+                rows.append({"epoch": int(row["epoch"]), "train_loss": float(row["train_loss"]),
+                             "val_acc": float(row["val_acc"]) if row["val_acc"] else None,
+                             "samples_seen": int(row["samples_seen"]),
+                             "wall_time_s": float(row["wall_time_s"]), "method": row["method"]})
+            except (TypeError, ValueError) as e:
+                raise TraceError(f, f"line {i}", f"bad value ({e})") from None
+            if not all(math.isfinite(v) for k, v in rows[-1].items()
+                       if isinstance(v, float)):
+                raise TraceError(f, f"line {i}", "non-finite number")
+    return rows
+
+
+def open_trace(path: str | os.PathLike) -> Trace:
+    """Open and validate a trace directory's manifest (tensors are checked when read)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise TraceError(root, None, "no such trace directory")
+    mfile = root / MANIFEST
+    if not mfile.is_file():
+        raise TraceError(mfile, None, "missing: not a prunesim trace directory")
+    try:
+        m = json.loads(mfile.read_text(encoding="utf-8"),
+                       parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"bad constant {c}")))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceError(mfile, None, f"malformed JSON ({e})") from None
+    if not isinstance(m, dict):
+        raise TraceError(mfile, None, "expected a JSON object")
+    if m.get("format") != FORMAT:
+        raise TraceError(mfile, "format", f"expected {FORMAT!r}, got {m.get('format')!r}")
+    ver = m.get("schema_version")
+    if ver != SCHEMA_VERSION:
+        raise TraceError(mfile, "schema_version", f"unknown schema version {ver!r} "
+                         f"(this prunesim reads {SCHEMA_VERSION})")
+    try:
+        workload = workload_from_dict(_need(m, "workload", dict, mfile, "workload"),
+                                      origin=f"{mfile}: workload")
+    except PrunesimError as e:
+        raise TraceError(mfile, f"workload.{e.field}" if e.field else "workload", e.message) from None
+    batch = _need(m, "batch", int, mfile, "batch")
+    sub = m.get("batch_subsample")
+    if batch < 1:
+        raise TraceError(mfile, "batch", f"must be >= 1, got {batch}")
+    if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or not 1 <= sub <= batch):
+        raise TraceError(mfile, "batch_subsample", f"must be null or an integer in 1..{batch}, got {sub!r}")
+    if not isinstance(m.get("provenance", {}), dict):
+        raise TraceError(mfile, "provenance", "expected an object")
+    recorded_batch = sub or batch
+    layers = {l.name: l for l in workload.layers}
+    raw = _need(m, "records", list, mfile, "records")
+    records: list[TensorRecord] = []
+    seen_paths: set[str] = set()
+    seen_keys: set[tuple] = set()
+    for i, r in enumerate(raw):
+        fld = f"records[{i}]"
+        if not isinstance(r, dict):
+            raise TraceError(mfile, fld, "expected an object")
+        it = _need(r, "iteration", int, mfile, fld + ".iteration")
+        ep = _need(r, "epoch", int, mfile, fld + ".epoch")
+        layer = _need(r, "layer", str, mfile, fld + ".layer")
+        kind = _need(r, "kind", str, mfile, fld + ".kind")
+        if it < 0 or ep < 0:
+            raise TraceError(mfile, fld, "iteration and epoch must be >= 0")
+        if layer not in layers:
+            raise TraceError(mfile, fld + ".layer", f"layer {layer!r} is not in workload "
+                             f"{workload.name}")
+        if kind not in KINDS:
+            raise TraceError(mfile, fld + ".kind", f"unknown tensor kind {kind!r} (known: {KINDS})")
+        rel = _check_rel_path(root, r.get("path"), mfile, fld + ".path")
+        if rel in seen_paths or (it, layer, kind) in seen_keys:
+            raise TraceError(mfile, fld, "duplicate record")
+        seen_paths.add(rel)
+        seen_keys.add((it, layer, kind))
+        dtype = _need(r, "dtype", str, mfile, fld + ".dtype")
+        if dtype not in DTYPES:
+            raise TraceError(mfile, fld + ".dtype", f"unsupported dtype {dtype!r} (use {DTYPES})")
+        shape = _need(r, "shape", list, mfile, fld + ".shape")
+        if not shape or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape):
+            raise TraceError(mfile, fld + ".shape", f"expected positive integers, got {shape!r}")
+        want = layers[layer].tensor_shapes(recorded_batch)[kind]
+        if tuple(shape) != want:
+            raise TraceError(mfile, fld + ".shape", f"{layer}.{kind} has shape {shape}, workload "
+                             f"{workload.name} at recorded batch {recorded_batch} expects {list(want)}")
+        sha = _need(r, "sha256", str, mfile, fld + ".sha256")
+        if not _SHA_RE.match(sha):
+            raise TraceError(mfile, fld + ".sha256", "expected 64 lowercase hex digits")
+        records.append(TensorRecord(it, ep, layer, kind, rel, tuple(shape), dtype, sha))
+    log = _read_log(root, m.get("log"), mfile)
+    return Trace(root, m, workload, records, log)
