@@ -26,3 +26,22 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+class StreamTable:
+    """A table printed row by row as results arrive (fixed column widths, header once)."""
+
+    def __init__(self, header: Sequence[str], widths: Sequence[int], out=None):
+        import sys
+        self.header, self.widths = list(header), [max(w, len(h)) for h, w in zip(header, widths)]
+        self.out = out or sys.stdout
+        self._started = False
+
+    def row(self, cells: Sequence[Any]) -> None:
+        if not self._started:
+            print("  ".join(h.ljust(w) for h, w in zip(self.header, self.widths)).rstrip(), file=self.out)
+            print("  ".join("-" * w for w in self.widths), file=self.out)
+            self._started = True
+        parts = [str(c).rjust(w) if _is_number(c) else str(c).ljust(w)
+                 for c, w in zip(cells, self.widths)]
+        print("  ".join(parts).rstrip(), file=self.out, flush=True)

@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     # --- capture -------------------------------------------------------------------------------
     p = sub.add_parser("capture", help="train a zoo network on real data (CPU) and record a trace")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
-    p.add_argument("--dataset", required=True, help="offline dataset (see docs/trace-format.md)")
+    p.add_argument("--dataset", required=True,
+                   help="offline real dataset: digits or mnist5k (see docs/capture.md)")
     p.add_argument("--epochs", type=_positive_int, required=True)
     p.add_argument("--out", required=True, help="trace directory to create")
     p.add_argument("--batch", type=_positive_int, default=32)
@@ -93,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-iterations", type=_positive_int, default=None,
                    help="stop each epoch after this many iterations (quick runs)")
+    p.add_argument("--threads", type=_positive_int, default=2,
+                   help="CPU threads for PyTorch (default 2; results are deterministic per count)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.capture.trainer:cmd_capture")
 
@@ -167,17 +170,22 @@ def cmd_workload_show(args) -> int:
     for l in w.layers:
         g = lower(l, b)
         for ph in tot:
-            tot[ph] += g[ph].flops
+            if ph != "agbp" or l.needs_agbp:
+                tot[ph] += g[ph].flops
         geo = (f"{l.c_in}x{l.h}x{l.w} -> {l.c_out}x{l.p}x{l.q}" if l.op == "conv"
                else f"{l.c_in} -> {l.c_out}")
         ker = f"{l.r}x{l.s}/{l.stride}p{l.pad}" + (f" g{l.groups}" if l.groups > 1 else "") \
             if l.op == "conv" else ""
         rows.append([l.index, l.name, l.block, geo, ker, l.residual_node or "",
-                     *(f"{x.m}x{x.n}x{x.k}" for x in g.values()), f"{l.macs(b) / 1e6:.2f}"])
+                     *(f"{x.m}x{x.n}x{x.k}" + ("" if x.phase != "agbp" or l.needs_agbp else " (unused)")
+                       + (" scatter" if x.form == "scatter" else "") for x in g.values()),
+                     f"{l.macs(b) / 1e6:.2f}"])
     print(format_table(["#", "layer", "block", "C x H x W -> K x P x Q", "RxS/str pad",
                         "residual", "FWD MxNxK", "AGBP MxNxK", "WGC MxNxK", "MACs (M)"], rows))
     print(f"params {w.params():,} ({w.params() / 1e6:.3f} M); forward MACs {w.macs(b):,} "
           f"({w.macs(b) / 1e9:.3f} G) at batch {b}")
+    print("AGBP of a layer reading the input image is never needed; strided AGBP is a scatter GEMM "
+          "(into im2col space) plus col2im")
     print("GFLOP per iteration: " + ", ".join(f"{ph.upper()} {v / 1e9:.3f}" for ph, v in tot.items())
           + f", total {sum(tot.values()) / 1e9:.3f}")
     return 0

@@ -76,6 +76,11 @@ class Layer:
         return "dI" if (self.relu and not self.bn) else "dO"
 
     @property
+    def needs_agbp(self) -> bool:
+        """False for a layer reading the network input: nothing needs the input image's gradient."""
+        return self.in_tensor != "x"
+
+    @property
     def weight_count(self) -> int:
         return self.c_out * (self.c_in // self.groups) * self.r * self.s
 
@@ -118,6 +123,7 @@ class Gemm:
     a_elems: int
     b_elems: int
     c_elems: int
+    form: str = "implicit"   # "scatter": GEMM into im2col space, then col2im (strided AGBP)
 
     @property
     def flops(self) -> int:
@@ -129,7 +135,14 @@ class Gemm:
 
 
 def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
-    """FWD, AGBP and WGC GEMMs of one layer (METHODS.md notation), per group."""
+    """FWD, AGBP and WGC GEMMs of one layer (METHODS.md notation), per group.
+
+    AGBP of a stride-1 conv is the implicit GEMM M = N*H*W, N = C_in, K = C_out*R*S. A strided conv
+    would waste s*s of that on the zeros inserted into dO, which no real kernel computes: strided
+    dgrad (and Caffe's W^T * dO + col2im) is the scatter form M = N*P*Q, N = C_in*R*S, K = C_out,
+    followed by a col2im (form "scatter"). In both forms dO is the A operand and K runs over C_out,
+    so N:M groups along dO's channels stay along the reduction.
+    """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     g = layer.groups
@@ -138,11 +151,17 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
     n_o = batch * layer.c_out * layer.p * layer.q
     n_w = layer.weight_count
     rs = layer.r * layer.s
-    mk = lambda ph, m, n, k, a, b, c, ae, be, ce: Gemm(layer.name, ph, m, n, k, g, a, b, c, ae, be, ce)
+    npq = batch * layer.p * layer.q
+    mk = lambda ph, m, n, k, a, b, c, ae, be, ce, form="implicit": Gemm(
+        layer.name, ph, m, n, k, g, a, b, c, ae, be, ce, form)
+    if layer.stride == 1:
+        agbp = mk("agbp", batch * layer.h * layer.w, cin_g, cout_g * rs, "dO", "W", "dI", n_o, n_w, n_i)
+    else:
+        agbp = mk("agbp", npq, cin_g * rs, cout_g, "dO", "W", "dI", n_o, n_w, n_i, "scatter")
     return {
-        "fwd": mk("fwd", batch * layer.p * layer.q, cout_g, cin_g * rs, "I", "W", "O", n_i, n_w, n_o),
-        "agbp": mk("agbp", batch * layer.h * layer.w, cin_g, cout_g * rs, "dO", "W", "dI", n_o, n_w, n_i),
-        "wgc": mk("wgc", cout_g, cin_g * rs, batch * layer.p * layer.q, "dO", "I", "dW", n_o, n_i, n_w),
+        "fwd": mk("fwd", npq, cout_g, cin_g * rs, "I", "W", "O", n_i, n_w, n_o),
+        "agbp": agbp,
+        "wgc": mk("wgc", cout_g, cin_g * rs, npq, "dO", "I", "dW", n_o, n_i, n_w),
     }
 
 
@@ -158,6 +177,8 @@ class Workload:
     ops: tuple[dict, ...]
     layers: tuple[Layer, ...]
     origin: str  # file the workload came from (for error messages and provenance)
+    notes: str = ""
+    classes: int | None = None
 
     @property
     def convs(self) -> tuple[Layer, ...]:
@@ -188,6 +209,10 @@ class Workload:
             d["source"] = self.source
         if self.dataset:
             d["dataset"] = self.dataset
+        if self.classes is not None:
+            d["classes"] = self.classes
+        if self.notes:
+            d["notes"] = self.notes
         c, h, w = self.input_shape
         d["input"] = {"channels": c, "height": h, "width": w}
         declared = _declared_tensors(self.ops, self.layers)
@@ -265,7 +290,7 @@ class _Spaces:
     def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            # the earlier-defined tensor names the space, so names are stable and readable
+            # the first argument's space keeps its name (for an add: its first operand's)
             self.parent[rb] = ra
             self.size[ra] += self.size[rb]
 
@@ -418,7 +443,8 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
                     source=str(doc.get("source", "")),
                     dataset=str(dataset) if dataset is not None else None,
                     input_shape=shapes["x"], ops=tuple(clean_ops), layers=tuple(layers),
-                    origin=origin)
+                    origin=origin, notes=str(doc.get("notes", "")),
+                    classes=_int(doc["classes"], file, "classes") if "classes" in doc else None)
 
 
 def _zoo_dirs() -> list[Path]:
