@@ -11,6 +11,7 @@ import json
 from analysis.tables import StreamTable
 from sim.errors import ConfigError
 from sim.traces.format import open_trace
+from sim.traces.inspect import finite_or_none
 from sim.traces.stats import layer_stats
 from sim.workload import lower
 from sim.yamlio import load_yaml_file
@@ -64,6 +65,6 @@ def cmd_replay(args) -> int:
                    f"{st['density']:.4f}", f"{st['zero_fraction']:.4f}", f"{st['mean_abs']:.3e}",
                    f"{st['max_abs']:.3e}", f"{st['kurtosis']:.1f}"])
     if args.json:
-        print(json.dumps({"trace": str(trace.path), "workload": w.name, "hardware": hw_names,
-                          "layers": rows_out}, indent=1))
+        print(json.dumps(finite_or_none({"trace": str(trace.path), "workload": w.name,
+                                          "hardware": hw_names, "layers": rows_out}), indent=1))
     return 0

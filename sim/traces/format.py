@@ -193,6 +193,11 @@ class TraceWriter:
     # -- training log ---------------------------------------------------------------------------
     def log_epoch(self, epoch: int, train_loss: float, val_acc: float | None, samples_seen: int,
                   wall_time_s: float, method: str) -> None:
+        vals = (train_loss, wall_time_s) + (() if val_acc is None else (val_acc,))
+        if not all(math.isfinite(float(v)) for v in vals):
+            # readers refuse non-finite log values; fail here rather than write an unreadable trace
+            raise ValueError(f"epoch {epoch}: non-finite value in training log "
+                             f"(train_loss={train_loss}, val_acc={val_acc}, wall_time_s={wall_time_s})")
         self.log_rows.append({"epoch": int(epoch), "train_loss": float(train_loss),
                               "val_acc": "" if val_acc is None else float(val_acc),
                               "samples_seen": int(samples_seen), "wall_time_s": float(wall_time_s),
@@ -354,6 +359,8 @@ def verify_record(trace_dir: Path, rec: TensorRecord) -> None:
         raise TraceError(f, "dtype", f"file holds {arr.dtype.name}, manifest says {rec.dtype}")
     if tuple(arr.shape) != rec.shape:
         raise TraceError(f, "shape", f"file holds {list(arr.shape)}, manifest says {list(rec.shape)}")
+    if arr.ndim > 1 and not arr.flags.c_contiguous:
+        raise TraceError(f, "fortran_order", "Fortran-ordered .npy; trace tensors are C-ordered")
     del arr
     digest = _sha256_file(f)
     if digest != rec.sha256:
@@ -435,9 +442,9 @@ def open_trace(path: str | os.PathLike) -> Trace:
     if ver != SCHEMA_VERSION:
         raise TraceError(mfile, "schema_version", f"unknown schema version {ver!r} "
                          f"(this prunesim reads {SCHEMA_VERSION})")
+    wdoc = _need(m, "workload", dict, mfile, "workload")  # outside the try: its field is final
     try:
-        workload = workload_from_dict(_need(m, "workload", dict, mfile, "workload"),
-                                      origin=f"{mfile}: workload")
+        workload = workload_from_dict(wdoc, origin=f"{mfile}: workload")
     except PrunesimError as e:
         raise TraceError(mfile, f"workload.{e.field}" if e.field else "workload", e.message) from None
     batch = _need(m, "batch", int, mfile, "batch")
