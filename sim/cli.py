@@ -99,6 +99,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.capture.trainer:cmd_capture")
 
+    # --- methods on one tensor ---------------------------------------------------------------
+    p = sub.add_parser("prune", help="apply a pruning method to one tensor (.npy) and report its work")
+    p.add_argument("input", help="input tensor (.npy, float, 4-D or 2-D)")
+    p.add_argument("output", help="pruned tensor to write (.npy)")
+    p.add_argument("--method", required=True,
+                   help="method id with optional parameters, e.g. dbtd or sdgp-mag:nm=2:8")
+    p.add_argument("--layout", choices=("nchw", "nhwc"), default="nchw")
+    p.add_argument("--p", default=None, help="dbtd pruning rate (default 0.99)")
+    p.add_argument("--sigma", default=None, help="dbtd sigma estimator: paper|unbiased|meanabs")
+    p.add_argument("--nm", default=None, help="sdgp n:m pattern (default 2:4)")
+    p.add_argument("--rescale", default=None, help="sdgp-resmag: sample-channel|channel")
+    p.add_argument("--keep", default=None, help="topk: fraction kept (default 0.01)")
+    p.add_argument("--k", default=None, help="approx-topk: values kept per (sample, channel)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep-dtype", action="store_true", help="write the input's dtype, not float32")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.methods.tensor_cli:cmd_prune")
+
     # --- the main job --------------------------------------------------------------------------
     p = sub.add_parser("replay", help="replay a trace on hardware models (the main job)")
     p.add_argument("trace", help="trace directory")

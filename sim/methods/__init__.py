@@ -1,0 +1,190 @@
+"""Methods: turn a layer's gradient tensor into the operand structure the engines simulate.
+
+A method is named by a spec string `id[:key=value,...]`, e.g. `dbtd:p=0.99,sigma=unbiased` or
+`sdgp-resmag:nm=2:4`. `parse_method` validates it into a frozen MethodSpec; `apply_method` is a pure
+function of (spec, layer, tensor, random key, schedule position) returning a MethodResult.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from sim.methods.base import MethodResult, WorkAccount
+from sim.methods.nm import parse_nm
+from sim.methods.rng import stream_key
+from sim.workload import Layer
+
+__all__ = ["MethodSpec", "parse_method", "apply_method", "METHOD_IDS", "MethodResult", "stream_key"]
+
+
+def _rate(v: str) -> float:
+    x = float(v)
+    if not 0.0 < x < 1.0:
+        raise ValueError("must be between 0 and 1 (exclusive)")
+    return x
+
+
+def _fraction(v: str) -> float:
+    x = float(v)
+    if not 0.0 < x <= 1.0:
+        raise ValueError("must be in (0, 1]")
+    return x
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def check(v: str) -> str:
+        if v not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return v
+    return check
+
+
+def _nm(v: str) -> str:
+    n, m = parse_nm(v)
+    return f"{n}:{m}"
+
+
+def _pos_int(v: str) -> int:
+    x = int(v)
+    if x < 1:
+        raise ValueError("must be a positive integer")
+    return x
+
+
+def _schedule(v: str) -> int:
+    x = int(v)
+    if x not in (1, 2, 3):
+        raise ValueError("paper schedules are 1, 2 and 3")
+    return x
+
+
+_SCHED = {"schedule": (_schedule, 1)}
+# id -> {param: (parser, default)}
+PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
+    "dense": {},
+    "dbtd": {"p": (_rate, 0.99), "sigma": (_choice("paper", "unbiased", "meanabs"), "paper")},
+    "topk": {"keep": (_fraction, 0.01)},
+    "zero": dict(_SCHED),
+    "random": dict(_SCHED),
+    "approx": dict(_SCHED),
+    "approx-topk": {**_SCHED, "k": (_pos_int, 2)},
+    "sdgp-random": {"nm": (_nm, "2:4")},
+    "sdgp-mag": {"nm": (_nm, "2:4")},
+    "sdgp-resmag": {"nm": (_nm, "2:4"), "rescale": (_choice("sample-channel", "channel"),
+                                                    "sample-channel")},
+    "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10)},
+}
+METHOD_IDS = tuple(PARAMS)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A validated method id with its parameters (all of them, defaults filled in)."""
+
+    id: str
+    params: tuple[tuple[str, Any], ...]
+
+    def get(self, key: str) -> Any:
+        return dict(self.params)[key]
+
+    @property
+    def label(self) -> str:
+        if not self.params:
+            return self.id
+        return f"{self.id}:" + ",".join(f"{k}={v}" for k, v in self.params)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "params": dict(self.params)}
+
+
+def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSpec:
+    """Parse `id[:k=v,...]`; overrides (e.g. from CLI flags) win. Raises ValueError with the field."""
+    name, _, rest = str(text).partition(":")
+    if name not in PARAMS:
+        raise ValueError(f"unknown method {name!r} (known: {', '.join(METHOD_IDS)})")
+    raw: dict[str, Any] = {}
+    if rest:
+        # split on commas, but "nm=2:4" keeps its colon
+        for part in rest.split(","):
+            k, eq, v = part.partition("=")
+            if not eq:
+                raise ValueError(f"method parameter {part!r} must be key=value")
+            raw[k.strip()] = v.strip()
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            raw[k] = v
+    allowed = PARAMS[name]
+    out = {}
+    for k, v in raw.items():
+        if k not in allowed:
+            raise ValueError(f"method {name} takes no parameter {k!r} "
+                             f"(allowed: {', '.join(allowed) or 'none'})")
+        try:
+            out[k] = allowed[k][0](str(v))
+        except ValueError as e:
+            raise ValueError(f"method {name} parameter {k}={v!r}: {e}") from None
+    for k, (_, default) in allowed.items():
+        out.setdefault(k, default)
+    return MethodSpec(name, tuple(sorted(out.items())))
+
+
+def sdgp_prunes(layer: Layer) -> bool:
+    """The SDGP authors prune every conv with more than 3 input channels, never linear layers."""
+    return layer.op == "conv" and layer.c_in > 3
+
+
+def dense_result(g: np.ndarray, method: str = "dense", params: dict | None = None,
+                 note: str | None = None) -> MethodResult:
+    n = int(np.size(g))
+    density = float(np.count_nonzero(g)) / n if n else 0.0
+    extra = {"note": note} if note else {}
+    return MethodResult(method, params or {}, "dense", density, WorkAccount(), pruned=None,
+                        phases=(), extra=extra)
+
+
+def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: int,
+                 conv_index: int = 0, batch_index: int = 0, n_conv: int = 1,
+                 scheduled: bool | None = None, build_csr: bool = True) -> MethodResult:
+    """Apply a method to one layer's gradient tensor g (NCHW dO, or N x F for FC layers).
+
+    key: the random stream of this (layer, iteration), from stream_key(seed, layer.index, iteration).
+    batch: the training batch (the `random` method's scale). conv_index / batch_index / n_conv place
+    the layer in an approximation schedule; `scheduled` overrides the schedule (True: apply).
+    """
+    from sim.methods import approx as _approx
+    from sim.methods import dbtd as _dbtd
+    from sim.methods import nm as _nm_mod
+    from sim.methods import schedule as _schedule_mod
+
+    p = dict(spec.params)
+    mid = spec.id
+    if mid == "dense":
+        return dense_result(g)
+    if mid == "dbtd":
+        return _dbtd.dbtd(g, p["p"], key, p["sigma"], build_csr=build_csr)
+    if mid == "topk":
+        return _dbtd.topk(g, p["keep"], build_csr=build_csr)
+    if mid.startswith("sdgp-"):
+        if not sdgp_prunes(layer):
+            return dense_result(g, mid, p, "not pruned: SDGP skips the stem and linear layers")
+        return _nm_mod.sdgp(g, p["nm"], mid.split("-", 1)[1], key, rescale=p.get("rescale",
+                                                                               "sample-channel"))
+    if mid in ("zero", "random", "approx", "approx-topk"):
+        if layer.op != "conv":
+            return dense_result(g, mid, p, "not approximated: the schedule covers conv layers")
+        if scheduled is None:
+            table = _schedule_mod.paper_schedule(p["schedule"], n_conv)
+            scheduled = _schedule_mod.applies(table, conv_index, batch_index)
+        if not scheduled:
+            return dense_result(g, mid, p, "not scheduled for this (layer, batch)")
+        if mid == "zero":
+            return _approx.zero(np.shape(g))
+        if mid == "random":
+            return _approx.random_dw(layer.tensor_shapes(1)["W"], batch, key)
+        return _approx.approx(g, 1 if mid == "approx" else p["k"])
+    if mid == "prunetrain":
+        raise ValueError("prunetrain acts on weights over epochs, not on one gradient tensor: "
+                         "use sim.methods.prunetrain.channel_plan")
+    raise ValueError(f"unknown method {mid!r}")

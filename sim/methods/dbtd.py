@@ -1,0 +1,210 @@
+"""DBTD + stochastic pruning (Ye et al., ECCV 2020) and the top-k (meProp) baseline, unstructured.
+
+One pass estimates sigma from mean |g|; tau = Phi^-1((1 + p) / 2) * sigma_hat; a second pass keeps
+|g| >= tau and promotes each smaller value to sign(g) * tau with probability |g| / tau, which keeps
+the estimate unbiased. The sigma estimator is an explicit option because the paper is ambiguous
+(METHODS.md 1): `paper` sqrt(2/pi)*mean|g| (as printed), `unbiased` sqrt(pi/2)*mean|g|, `meanabs`.
+"""
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+from numba import njit, prange
+
+from sim.methods.base import CSR, MethodResult, WorkAccount
+from sim.methods.rng import uniform_at, uniform_np
+
+SIGMA_FACTORS = {"paper": math.sqrt(2.0 / math.pi), "unbiased": math.sqrt(math.pi / 2.0), "meanabs": 1.0}
+
+
+def dbtd_tau(mean_abs: float, p: float, sigma: str = "paper") -> np.float32:
+    """The pruning threshold for target rate p from mean |g| (float32, as every twin uses it)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"pruning rate p must be in (0, 1), got {p}")
+    if sigma not in SIGMA_FACTORS:
+        raise ValueError(f"sigma must be one of {', '.join(SIGMA_FACTORS)}, got {sigma!r}")
+    return np.float32(NormalDist().inv_cdf((1.0 + p) / 2.0) * SIGMA_FACTORS[sigma] * mean_abs)
+
+
+# ---- kernels --------------------------------------------------------------------------------
+
+
+LANES = 16  # independent float64 partial sums: a fixed order that LLVM can vectorize
+
+
+@njit(cache=True)
+def abs_sum(g):
+    """Sum of |g| over a flat float32 array in float64, with LANES interleaved partial sums."""
+    acc = np.zeros(LANES, np.float64)
+    n = g.size
+    full = n - n % LANES
+    for i in range(0, full, LANES):
+        for k in range(LANES):
+            acc[k] += abs(np.float64(g[i + k]))
+    for i in range(full, n):
+        acc[i - full] += abs(np.float64(g[i]))
+    s = 0.0
+    for k in range(LANES):
+        s += acc[k]
+    return s
+
+
+@njit(cache=True, inline="always")
+def _prune_range(g, tau, key, out, lo, hi):
+    # Branch-free: every element draws its uniform (cheaper than mispredicting which need one).
+    nnz = 0
+    below = 0
+    zero = np.float32(0.0)
+    for i in range(lo, hi):
+        x = g[i]
+        a = abs(x)
+        r = uniform_at(key, i)
+        keep = a >= tau
+        promoted = np.float32(tau) if x > 0 else np.float32(-tau)
+        v = x if keep else (promoted if a > r * tau else zero)
+        out[i] = v
+        nnz += v != 0
+        below += not keep
+    return nnz, below
+
+
+@njit(cache=True)
+def stochastic_prune(g, tau, key, out):
+    """Stochastic pruning of flat float32 g into out; returns (nonzeros, sub-threshold draws)."""
+    return _prune_range(g, tau, key, out, 0, g.size)
+
+
+@njit(cache=True, parallel=True)
+def stochastic_prune_parallel(g, tau, key, out):
+    """Multi-threaded stochastic_prune (same result: each draw depends only on its index)."""
+    nblocks = 256
+    n = g.size
+    nnz = np.zeros(nblocks, np.int64)
+    below = np.zeros(nblocks, np.int64)
+    for b in prange(nblocks):
+        c, d = _prune_range(g, tau, key, out, n * b // nblocks, n * (b + 1) // nblocks)
+        nnz[b] = c
+        below[b] = d
+    return nnz.sum(), below.sum()
+
+
+def stochastic_prune_np(g: np.ndarray, tau: np.float32, key: int) -> np.ndarray:
+    """Plain-NumPy reference of stochastic_prune."""
+    g = np.asarray(g, dtype=np.float32).reshape(-1)
+    a = np.abs(g)
+    r = uniform_np(key, np.arange(g.size))
+    promote = (a < tau) & (a > r * tau)
+    return np.where(a >= tau, g, np.where(promote, np.sign(g) * tau, np.float32(0))).astype(np.float32)
+
+
+@njit(cache=True)
+def csr_from_dense(x2d):
+    """CSR arrays of a C-contiguous 2-D float32 array."""
+    rows, cols = x2d.shape
+    indptr = np.zeros(rows + 1, np.int64)
+    for r in range(rows):
+        c = 0
+        for j in range(cols):
+            if x2d[r, j] != 0:
+                c += 1
+        indptr[r + 1] = indptr[r] + c
+    nnz = indptr[rows]
+    indices = np.empty(nnz, np.int32)
+    data = np.empty(nnz, np.float32)
+    k = 0
+    for r in range(rows):
+        for j in range(cols):
+            v = x2d[r, j]
+            if v != 0:
+                indices[k] = j
+                data[k] = v
+                k += 1
+    return indptr, indices, data
+
+
+def to_csr(pruned: np.ndarray) -> CSR:
+    """CSR of an NCHW (or N x F) tensor viewed as (N*C) x (H*W): one row per (sample, channel)."""
+    x = np.ascontiguousarray(pruned, dtype=np.float32)
+    rows = x.shape[0] * x.shape[1] if x.ndim == 4 else x.shape[0]
+    x2 = x.reshape(rows, -1)
+    indptr, indices, data = csr_from_dense(x2)
+    return CSR(indptr, indices, data, (int(x2.shape[0]), int(x2.shape[1])))
+
+
+# ---- methods --------------------------------------------------------------------------------
+
+
+def dbtd(g: np.ndarray, p: float, key: int, sigma: str = "paper", build_csr: bool = True,
+         parallel: bool = False) -> MethodResult:
+    """DBTD threshold + stochastic pruning of one tensor (any layout; element order = memory order)."""
+    flat = np.ascontiguousarray(g, dtype=np.float32).reshape(-1)
+    n = flat.size
+    mean_abs = abs_sum(flat) / n
+    tau = dbtd_tau(mean_abs, p, sigma)
+    out = np.empty_like(flat)
+    nnz, draws = (stochastic_prune_parallel if parallel else stochastic_prune)(flat, tau, key, out)
+    pruned = out.reshape(np.shape(g))
+    work = WorkAccount(elems_read=2 * n, elems_written=n, compares=n + draws, random_draws=draws,
+                       flops=2 * n + draws, passes=2)
+    csr = None
+    if build_csr:
+        csr = to_csr(pruned)
+        # CSR construction: one read of the pruned tensor, nnz values + indices + row pointers written
+        work = work + WorkAccount(elems_read=n, elems_written=2 * nnz + csr.shape[0] + 1, passes=1)
+    return MethodResult("dbtd", {"p": p, "sigma": sigma}, "csr", nnz / n, work, pruned=pruned,
+                        csr=csr, extra={"tau": float(tau), "mean_abs": float(mean_abs)})
+
+
+@njit(cache=True)
+def _topk_mask(a, k):
+    """Indices of the k largest a (ties to the lower index), via one partition and one scan."""
+    n = a.size
+    if k >= n:
+        return np.arange(n)
+    kth = np.partition(a, n - k)[n - k]  # the k-th largest value
+    above = 0
+    for i in range(n):
+        if a[i] > kth:
+            above += 1
+    need_eq = k - above
+    keep = np.empty(k, np.int64)
+    j = 0
+    for i in range(n):
+        if a[i] > kth:
+            keep[j] = i
+            j += 1
+        elif a[i] == kth and need_eq > 0:
+            keep[j] = i
+            j += 1
+            need_eq -= 1
+    return keep
+
+
+def topk_np(g: np.ndarray, k: int) -> np.ndarray:
+    """Plain-NumPy reference: keep the k largest |g| (ties to the lower index)."""
+    flat = np.asarray(g, dtype=np.float32).reshape(-1)
+    order = np.argsort(-np.abs(flat), kind="stable")[:k]
+    out = np.zeros_like(flat)
+    out[order] = flat[order]
+    return out.reshape(np.shape(g))
+
+
+def topk(g: np.ndarray, keep: float, build_csr: bool = True) -> MethodResult:
+    """meProp-style baseline: keep the fraction `keep` of elements with the largest |g| per layer."""
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    flat = np.ascontiguousarray(g, dtype=np.float32).reshape(-1)
+    n = flat.size
+    k = max(1, int(math.ceil(keep * n)))
+    idx = _topk_mask(np.abs(flat), k)
+    out = np.zeros_like(flat)
+    out[idx] = flat[idx]
+    pruned = out.reshape(np.shape(g))
+    nnz = int(np.count_nonzero(out))
+    # partition (introselect, ~2n compares on average) + a selection scan
+    work = WorkAccount(elems_read=3 * n, elems_written=n, compares=3 * n, flops=n, passes=3)
+    csr = to_csr(pruned) if build_csr else None
+    return MethodResult("topk", {"keep": keep}, "csr", nnz / n, work, pruned=pruned, csr=csr,
+                        extra={"k": k})

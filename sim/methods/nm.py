@@ -1,0 +1,267 @@
+"""SDGP (McDanel et al. 2022): N:M structured pruning of dO along channels, before AGBP only.
+
+Groups are m consecutive channels at one (sample, h, w) position (channels-last view, as sparse
+tensor cores want the reduction dimension grouped); n are kept: `random` (no rescale), `mag` (n
+largest |x|, ties to the lower channel), `resmag` (mag, then rescale so the L1 norm over the spatial
+dimensions is preserved per (sample, channel) as in the authors' code, or per channel over batch and
+space as the paper's text says: `rescale=channel`). C not divisible by m: the last group holds the
+remaining channels and keeps min(n, its size) of them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from sim.methods.base import MethodResult, NMStructure, WorkAccount
+from sim.methods.rng import uniform_at, uniform_np
+
+MODES = {"random": 0, "mag": 1, "resmag": 1}
+RESCALE_EPS = np.float32(1e-4)
+
+
+def parse_nm(text: str) -> tuple[int, int]:
+    """'2:4' -> (2, 4), validated: 1 <= n < m <= 32."""
+    try:
+        n_s, m_s = str(text).split(":")
+        n, m = int(n_s), int(m_s)
+    except ValueError:
+        raise ValueError(f"expected n:m such as 2:4, got {text!r}") from None
+    if not (1 <= n < m <= 32):
+        raise ValueError(f"n:m must satisfy 1 <= n < m <= 32, got {n}:{m}")
+    return n, m
+
+
+def bits_per_index(m: int) -> int:
+    return max(1, math.ceil(math.log2(m)))
+
+
+@njit(cache=True)
+def _abs_sum_f64(x, b, c):
+    # 8 interleaved float64 partial sums: a fixed order that still vectorizes
+    acc = np.zeros(8, np.float64)
+    HW = x.shape[2]
+    full = HW - HW % 8
+    for s in range(0, full, 8):
+        for k in range(8):
+            acc[k] += abs(np.float64(x[b, c, s + k]))
+    for s in range(full, HW):
+        acc[s - full] += abs(np.float64(x[b, c, s]))
+    return acc.sum()
+
+
+@njit(cache=True)
+def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, want_l1):
+    """Prune x (N, C, HW) float32 into out, in one pass over x.
+
+    mode 0 draws one uniform per element (by its NCHW flat index) and keeps the n largest draws;
+    mode 1 keeps the n largest |x|. Ties go to the lower channel. Kept values and channel offsets
+    go to vals/idxs (N, G, n, HW); packed offsets to meta (N, HW, words) as pack_metadata_np lays
+    them out; with want_l1, per-(sample, channel) L1 sums of x and of the kept values to
+    l1_in/l1_kept. Ranks come from all-pairs comparisons along HW and the compaction writes every
+    element to its would-be slot, so the inner loops are branch-free and vectorize.
+    Returns the count of nonzeros kept.
+    """
+    N, C, HW = x.shape
+    G = (C + m - 1) // m
+    keyv = np.empty((m, HW), np.float32)
+    rank = np.empty((m, HW), np.int32)
+    slot = np.empty(HW, np.int32)
+    vbuf = np.empty((n + 1, HW), np.float32)  # row n absorbs the writes of dropped elements
+    ibuf = np.empty((n + 1, HW), np.uint8)
+    nnz = 0
+    for b in range(N):
+        for g in range(G):
+            c0 = g * m
+            mm = min(m, C - c0)
+            keep = min(n, mm)
+            for j in range(mm):
+                if mode == 0:
+                    base = (b * C + c0 + j) * HW
+                    for s in range(HW):
+                        keyv[j, s] = uniform_at(key, base + s)
+                else:
+                    for s in range(HW):
+                        keyv[j, s] = abs(x[b, c0 + j, s])
+                rank[j, :] = 0
+            for j in range(mm):
+                for i in range(mm):
+                    if i < j:
+                        for s in range(HW):
+                            rank[j, s] += keyv[i, s] >= keyv[j, s]
+                    elif i > j:
+                        for s in range(HW):
+                            rank[j, s] += keyv[i, s] > keyv[j, s]
+            slot[:] = 0
+            for j in range(mm):
+                for s in range(HW):
+                    v = x[b, c0 + j, s]
+                    k = rank[j, s] < keep
+                    out[b, c0 + j, s] = v if k else np.float32(0.0)
+                    t = slot[s]
+                    vbuf[t, s] = v
+                    ibuf[t, s] = j
+                    slot[s] = t + k
+            for t in range(n):
+                if t < keep:
+                    off = (g * n + t) * bits
+                    w = off // 32
+                    sh = off % 32
+                    for s in range(HW):
+                        v = vbuf[t, s]
+                        vals[b, g, t, s] = v
+                        idxs[b, g, t, s] = ibuf[t, s]
+                        nnz += v != 0
+                        meta[b, s, w] |= np.uint32((np.uint64(ibuf[t, s]) << np.uint64(sh))
+                                                   & np.uint64(0xFFFFFFFF))
+                    if sh + bits > 32:
+                        for s in range(HW):
+                            meta[b, s, w + 1] |= np.uint32(np.uint64(ibuf[t, s]) >> np.uint64(32 - sh))
+                else:  # short last group: padding slots
+                    vals[b, g, t, :] = 0
+                    idxs[b, g, t, :] = 0
+            if want_l1:
+                for j in range(mm):
+                    l1_in[b, c0 + j] = _abs_sum_f64(x, b, c0 + j)
+                    l1_kept[b, c0 + j] = _abs_sum_f64(out, b, c0 + j)
+    return nnz
+
+
+def nm_prune_np(x: np.ndarray, n: int, m: int, mode: str, key: int) -> np.ndarray:
+    """Plain-NumPy reference of nm_prune's pruned tensor (x is N, C, HW)."""
+    x = np.asarray(x, dtype=np.float32)
+    N, C, HW = x.shape
+    G = -(-C // m)
+    if mode == "random":
+        keys = uniform_np(key, np.arange(N * C * HW)).reshape(N, C, HW)
+    else:
+        keys = np.abs(x)
+    padded = np.full((N, G * m, HW), -1.0, np.float32)  # padding never beats a real channel
+    padded[:, :C] = keys
+    grp = padded.reshape(N, G, m, HW)
+    order = np.argsort(-grp, axis=2, kind="stable")[:, :, :n]
+    mask = np.zeros_like(grp, dtype=bool)
+    np.put_along_axis(mask, order, True, axis=2)
+    mask = mask.reshape(N, G * m, HW)[:, :C] & (np.arange(C)[None, :, None] < C)
+    return np.where(mask, x, np.float32(0))
+
+
+def pack_metadata_np(idxs: np.ndarray, bits: int) -> np.ndarray:
+    """Plain-NumPy reference of the metadata nm_prune packs: idxs (N, G, n, HW) -> (N, HW, words).
+
+    Group g's t-th index sits at bit (g*n + t)*bits of its (sample, position) row, little-endian,
+    straddling words when bits does not divide 32; for 2:4 that is PTX mma.sp's 4 bits per group.
+    """
+    N, G, n, HW = idxs.shape
+    words = (G * n * bits + 31) // 32
+    wide = np.zeros((N, HW, words + 1), np.uint64)
+    for g in range(G):
+        for t in range(n):
+            off = (g * n + t) * bits
+            w, sh = divmod(off, 32)
+            v = idxs[:, g, t, :].astype(np.uint64)
+            wide[:, :, w] |= (v << np.uint64(sh)) & np.uint64(0xFFFFFFFF)
+            if sh + bits > 32:
+                wide[:, :, w + 1] |= v >> np.uint64(32 - sh)
+    return wide[:, :, :words].astype(np.uint32)
+
+
+def unpack_metadata(meta: np.ndarray, G: int, n: int, bits: int) -> np.ndarray:
+    """Channel offsets (N, G, n, HW) back from packed metadata (N, HW, words)."""
+    N, HW, words = meta.shape
+    out = np.zeros((N, G, n, HW), np.uint8)
+    wide = np.concatenate([meta.astype(np.uint64), np.zeros((N, HW, 1), np.uint64)], axis=2)
+    for g in range(G):
+        for t in range(n):
+            off = (g * n + t) * bits
+            w, sh = divmod(off, 32)
+            v = wide[:, :, w] >> np.uint64(sh)
+            if sh + bits > 32:
+                v |= wide[:, :, w + 1] << np.uint64(32 - sh)
+            out[:, g, t, :] = (v & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    return out
+
+
+@njit(cache=True)
+def apply_channel_scale(out, vals, idxs, scale, m):
+    """Multiply pruned values by their channel's scale (scale is (N, C), or (1, C) for all samples)."""
+    N, C, HW = out.shape
+    G = vals.shape[1]
+    n = vals.shape[2]
+    for b in range(N):
+        row = b if scale.shape[0] == N else 0
+        for c in range(C):
+            f = scale[row, c]
+            for s in range(HW):
+                out[b, c, s] *= f
+        for g in range(G):
+            for t in range(n):
+                for s in range(HW):
+                    c = min(g * m + idxs[b, g, t, s], C - 1)
+                    vals[b, g, t, s] *= scale[row, c]
+
+
+def resmag_scale_np(x: np.ndarray, pruned: np.ndarray, per_sample: bool = True) -> np.ndarray:
+    """Plain-NumPy reference of the resmag rescale factors for (N, C, HW) tensors."""
+    num = np.abs(x.astype(np.float64)).sum(axis=2)
+    den = np.abs(pruned.astype(np.float64)).sum(axis=2)
+    if per_sample:
+        return (num / (den + 1e-4)).astype(np.float32)
+    return (num.sum(0) / (den.sum(0) + 1e-4)).astype(np.float32)[None, :]
+
+
+def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: str = "nchw",
+         rescale: str = "sample-channel") -> MethodResult:
+    """SDGP pruning of one dO tensor. layout: nchw (traces) or nhwc; 2-D (N, F) FC tensors are
+    treated as N x F x 1 x 1 (the authors never prune linear layers; callers decide)."""
+    if mode not in MODES:
+        raise ValueError(f"SDGP mode must be random, mag or resmag, got {mode!r}")
+    if rescale not in ("sample-channel", "channel"):
+        raise ValueError(f"rescale must be sample-channel or channel, got {rescale!r}")
+    n, m = parse_nm(nm) if isinstance(nm, str) else nm
+    arr = np.asarray(g, dtype=np.float32)
+    if arr.ndim == 2:
+        arr = arr[:, :, None, None]
+    if arr.ndim != 4:
+        raise ValueError(f"expected a 4-D tensor, got shape {arr.shape}")
+    if layout == "nhwc":
+        arr = arr.transpose(0, 3, 1, 2)
+    elif layout != "nchw":
+        raise ValueError(f"layout must be nchw or nhwc, got {layout!r}")
+    N, C, H, W = arr.shape
+    HW = H * W
+    x = np.ascontiguousarray(arr).reshape(N, C, HW)
+    G = -(-C // m)
+    bits = bits_per_index(m)
+    out = np.empty_like(x)
+    vals = np.empty((N, G, n, HW), np.float32)
+    idxs = np.empty((N, G, n, HW), np.uint8)
+    meta = np.zeros((N, HW, (G * n * bits + 31) // 32), np.uint32)
+    l1_in = np.empty((N, C), np.float64)
+    l1_kept = np.empty((N, C), np.float64)
+    nnz = nm_prune(x, n, m, MODES[mode], key, out, vals, idxs, meta, bits, l1_in, l1_kept,
+                   mode == "resmag")
+    total = x.size
+    kept_slots = N * HW * sum(min(n, C - g * m) for g in range(G))
+    work = WorkAccount(elems_read=total, elems_written=kept_slots, bytes_metadata=meta.nbytes,
+                       compares=kept_slots * m, random_draws=total if mode == "random" else 0,
+                       passes=1)
+    scale = None
+    if mode == "resmag":
+        if rescale == "sample-channel":
+            scale = (l1_in / (l1_kept + 1e-4)).astype(np.float32)
+        else:
+            scale = (l1_in.sum(0) / (l1_kept.sum(0) + 1e-4)).astype(np.float32)[None, :]
+        apply_channel_scale(out, vals, idxs, scale, m)
+        # the L1 sums ride on the pruning pass; scaling is a second pass over the kept values
+        work = work + WorkAccount(elems_read=kept_slots, elems_written=2 * kept_slots,
+                                  flops=2 * total + kept_slots, passes=1)
+    pruned = out.reshape(N, C, H, W)
+    if layout == "nhwc":
+        pruned = pruned.transpose(0, 2, 3, 1)
+    if np.ndim(g) == 2:
+        pruned = pruned.reshape(np.shape(g))
+    struct = NMStructure(n, m, vals, idxs, meta, bits, scale)
+    return MethodResult(f"sdgp-{mode}", {"nm": f"{n}:{m}", "rescale": rescale},
+                        "nm", nnz / total, work, pruned=pruned, nm=struct, phases=("agbp",))

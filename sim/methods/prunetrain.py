@@ -1,0 +1,126 @@
+"""PruneTrain (Lym et al., SC19): channel masks from weights, with channel union, and the group lasso.
+
+A channel of a channel space (tensors tied by residual adds and pools share one space, see
+sim/workload.py) survives reconfiguration if ANY layer touching the space still uses it: a
+producer's output channel whose weights are not all below the threshold, or a consumer's input
+channel likewise. Between two plain layers that is "remove only the intersection of the sparsified
+channels"; for a residual node it is the paper's channel union. FC input columns are grouped by
+the channel they flatten from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.workload import Layer, Workload
+
+ZERO_THRESHOLD = 1e-4
+
+
+def dense_out_channels(w: np.ndarray, threshold: float = ZERO_THRESHOLD) -> np.ndarray:
+    """Output channels with any |weight| >= threshold: W is (K, C, R, S) or (K, C)."""
+    a = np.abs(np.asarray(w, dtype=np.float32)).reshape(w.shape[0], -1)
+    return a.max(axis=1) >= threshold
+
+
+def dense_in_channels(w: np.ndarray, layer: Layer, space_channels: int,
+                      threshold: float = ZERO_THRESHOLD) -> np.ndarray:
+    """Input channels (of the input channel space) with any |weight| >= threshold."""
+    a = np.abs(np.asarray(w, dtype=np.float32))
+    if layer.op == "fc":
+        # flattened C*H*W columns: column j belongs to channel j // (H*W)
+        a = a.reshape(a.shape[0], space_channels, -1).transpose(1, 0, 2).reshape(space_channels, -1)
+        return a.max(axis=1) >= threshold
+    if layer.groups > 1:
+        # grouped conv: input channel c of group g sits at column c % (C/groups) of rows of group g
+        k, cg = a.shape[0], a.shape[1]
+        per = k // layer.groups
+        out = np.zeros(layer.c_in, bool)
+        for g in range(layer.groups):
+            blk = a[g * per:(g + 1) * per].reshape(per, cg, -1).max(axis=(0, 2))
+            out[g * cg:(g + 1) * cg] = blk >= threshold
+        return out
+    return a.transpose(1, 0, 2, 3).reshape(a.shape[1], -1).max(axis=1) >= threshold
+
+
+@dataclass(frozen=True)
+class ChannelPlan:
+    """Kept channels per channel space and the resulting per-layer widths."""
+
+    space_keep: dict[str, np.ndarray]        # space -> bool mask over its channels
+    layer_c_in: dict[str, int]
+    layer_c_out: dict[str, int]
+
+    def density(self, workload: Workload) -> float:
+        """Remaining fraction of conv+FC weights."""
+        before = sum(l.weight_count for l in workload.layers)
+        after = 0
+        for l in workload.layers:
+            cin = self.layer_c_in[l.name]
+            after += self.layer_c_out[l.name] * (cin // l.groups if l.groups > 1 else cin) * l.r * l.s
+        return after / before
+
+
+def space_channels(workload: Workload) -> dict[str, int]:
+    """Channel count of every channel space touched by a conv or FC layer."""
+    out: dict[str, int] = {}
+    for l in workload.layers:
+        out[l.out_space] = l.c_out
+        if l.op == "conv":
+            out.setdefault(l.in_space, l.c_in)
+    for l in workload.layers:
+        if l.op == "fc" and l.in_space not in out:
+            out[l.in_space] = l.c_in
+    return out
+
+
+def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
+                 threshold: float = ZERO_THRESHOLD) -> ChannelPlan:
+    """Reconfiguration: which channels every space keeps, given each layer's weights."""
+    chans = space_channels(workload)
+    first = workload.layers[0].name
+    last = workload.layers[-1].name
+    keep = {s: np.zeros(c, bool) for s, c in chans.items()}
+    for l in workload.layers:
+        w = weights[l.name]
+        if l.name == last and l.op == "fc":
+            keep[l.out_space][:] = True          # the classifier's outputs are never pruned
+        else:
+            keep[l.out_space] |= dense_out_channels(w, threshold)
+        if l.name == first:
+            keep[l.in_space][:] = True           # nor the network input's channels
+        else:
+            keep[l.in_space] |= dense_in_channels(w, l, chans[l.in_space], threshold)
+    c_in, c_out = {}, {}
+    for l in workload.layers:
+        kin = int(keep[l.in_space].sum())
+        if l.op == "fc":
+            c_in[l.name] = kin * (l.c_in // chans[l.in_space])
+        else:
+            c_in[l.name] = kin
+        c_out[l.name] = int(keep[l.out_space].sum())
+    return ChannelPlan(keep, c_in, c_out)
+
+
+def group_lasso_norm(workload: Workload, weights: dict[str, np.ndarray]) -> float:
+    """R = sum over layers of input-channel and output-channel group L2 norms (authors' groups:
+    input channels of every conv but the first, output channels of every conv, FC input columns)."""
+    total = 0.0
+    first = workload.layers[0].name
+    for l in workload.layers:
+        w = np.asarray(weights[l.name], dtype=np.float64)
+        if l.op == "conv":
+            total += np.sqrt((w ** 2).reshape(w.shape[0], -1).sum(axis=1)).sum()
+            if l.name != first:
+                total += np.sqrt((w ** 2).transpose(1, 0, 2, 3).reshape(w.shape[1], -1).sum(axis=1)).sum()
+        else:
+            total += np.sqrt((w ** 2).sum(axis=0)).sum()
+    return float(total)
+
+
+def lasso_lambda(rho: float, first_loss: float, group_norm: float) -> float:
+    """lambda from the penalty ratio rho = lambda*R / (CE + lambda*R) at iteration 0."""
+    if not 0.0 < rho < 1.0:
+        raise ValueError(f"penalty ratio must be in (0, 1), got {rho}")
+    return rho * first_loss / ((1.0 - rho) * group_norm)
