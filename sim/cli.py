@@ -117,6 +117,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.methods.tensor_cli:cmd_prune")
 
+    # --- engines ------------------------------------------------------------------------------
+    p = sub.add_parser("gemm", help="predict one GEMM (dense or sparse) on a hardware config")
+    p.add_argument("--hw", required=True, help="hwconfig YAML or bundled name")
+    p.add_argument("--m", type=_positive_int, required=True)
+    p.add_argument("--n", type=_positive_int, required=True)
+    p.add_argument("--k", type=_positive_int, required=True)
+    p.add_argument("--sparse", default=None, metavar="N:M",
+                   help="GPU: N:M structured sparsity of the A operand (e.g. 2:4)")
+    p.add_argument("--density", type=float, default=None,
+                   help="CPU: CSR density of the A operand (M x K); omit for dense")
+    p.add_argument("--threads", type=_positive_int, default=1, help="CPU threads")
+    p.add_argument("--dtype", default="fp16", help="fp16|bf16|tf32|fp32 (GPU), fp32|fp64 (CPU)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.engines.cli:cmd_gemm")
+    p = sub.add_parser("layer", help="simulate layers of a workload, per phase, with a method")
+    p.add_argument("--hw", required=True, help="hwconfig YAML or bundled name")
+    p.add_argument("--workload", default=None, help="zoo name or workload YAML")
+    p.add_argument("--conv", default=None, metavar="N,C_in,C_out,H,W,R,S,stride,pad",
+                   help="a one-off conv layer instead of a workload")
+    p.add_argument("--layer", default="all", help="layer index or name, or all")
+    p.add_argument("--phase", default="all", choices=("fwd", "agbp", "wgc", "all"))
+    p.add_argument("--batch", type=_positive_int, default=None)
+    p.add_argument("--method", action="append", default=[], help="method spec (repeatable)")
+    p.add_argument("--dtype", default=None, help="data type (default: the engine's)")
+    p.add_argument("--threads", type=_positive_int, default=1, help="CPU threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.engines.cli:cmd_layer")
+
+    p = sub.add_parser("calibrate", help="measure this machine and write a CPU hwconfig")
+    p.add_argument("--out", default="hwconfigs/host.yaml", help="hwconfig YAML to write")
+    p.add_argument("--check", action="store_true",
+                   help="measure real dense GEMM and CSR SpMM on held-out layer shapes and compare "
+                        "with the engine's prediction on --hw")
+    p.add_argument("--hw", default="hwconfigs/host.yaml", help="hwconfig to check (with --check)")
+    p.add_argument("--quick", action="store_true", help="fewer, shorter measurements")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.engines.calibrate:cmd_calibrate")
+
     # --- the main job --------------------------------------------------------------------------
     p = sub.add_parser("replay", help="replay a trace on hardware models (the main job)")
     p.add_argument("trace", help="trace directory")
