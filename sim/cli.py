@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", action="append", default=[], metavar="HW.yaml",
                    help="hardware config (repeatable)")
     p.add_argument("--iteration", type=int, default=None, help="only this captured iteration")
+    p.add_argument("--method", action="append", default=[], metavar="SPEC",
+                   help="method spec, repeatable (default: dense, dbtd:p=0.99, sdgp-mag:nm=2:4, "
+                        "approx:schedule=1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the methods' random streams")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")
     return ap
