@@ -24,3 +24,6 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+bench: $(STAMP)
+	$(PY) bench/bench_methods.py

@@ -51,16 +51,31 @@ def abs_sum(g):
     return s
 
 
-@njit(cache=True, inline="always")
-def _prune_range(g, tau, key, out, lo, hi):
+@njit(cache=True, parallel=True)
+def abs_sum_parallel(g):
+    """abs_sum over 64 blocks in parallel, each summed in abs_sum's order, then the blocks in order."""
+    nblocks = 64
+    n = g.size
+    part = np.zeros(nblocks, np.float64)
+    for b in prange(nblocks):
+        part[b] = abs_sum(g[n * b // nblocks:n * (b + 1) // nblocks])
+    s = 0.0
+    for b in range(nblocks):
+        s += part[b]
+    return s
+
+
+@njit(cache=True)
+def _prune_block(g, tau, key, out, offset):
     # Branch-free: every element draws its uniform (cheaper than mispredicting which need one).
+    # offset is g[0]'s index in the whole tensor, so a block draws the same numbers as a full pass.
     nnz = 0
     below = 0
     zero = np.float32(0.0)
-    for i in range(lo, hi):
+    for i in range(g.size):
         x = g[i]
         a = abs(x)
-        r = uniform_at(key, i)
+        r = uniform_at(key, offset + i)
         keep = a >= tau
         promoted = np.float32(tau) if x > 0 else np.float32(-tau)
         v = x if keep else (promoted if a > r * tau else zero)
@@ -73,21 +88,26 @@ def _prune_range(g, tau, key, out, lo, hi):
 @njit(cache=True)
 def stochastic_prune(g, tau, key, out):
     """Stochastic pruning of flat float32 g into out; returns (nonzeros, sub-threshold draws)."""
-    return _prune_range(g, tau, key, out, 0, g.size)
+    return _prune_block(g, tau, key, out, 0)
 
 
 @njit(cache=True, parallel=True)
 def stochastic_prune_parallel(g, tau, key, out):
-    """Multi-threaded stochastic_prune (same result: each draw depends only on its index)."""
-    nblocks = 256
+    """Multi-threaded stochastic_prune (same result: each draw depends only on its index).
+
+    Blocks call the serial kernel on contiguous slices: a loop body inlined into the parfor lost
+    vectorization and ran several times slower than one thread.
+    """
+    nblocks = 64
     n = g.size
-    nnz = np.zeros(nblocks, np.int64)
-    below = np.zeros(nblocks, np.int64)
+    counts = np.zeros((nblocks, 2), np.int64)
     for b in prange(nblocks):
-        c, d = _prune_range(g, tau, key, out, n * b // nblocks, n * (b + 1) // nblocks)
-        nnz[b] = c
-        below[b] = d
-    return nnz.sum(), below.sum()
+        lo = n * b // nblocks
+        hi = n * (b + 1) // nblocks
+        c, d = _prune_block(g[lo:hi], tau, key, out[lo:hi], lo)
+        counts[b, 0] = c
+        counts[b, 1] = d
+    return counts[:, 0].sum(), counts[:, 1].sum()
 
 
 def stochastic_prune_np(g: np.ndarray, tau: np.float32, key: int) -> np.ndarray:
@@ -141,7 +161,8 @@ def dbtd(g: np.ndarray, p: float, key: int, sigma: str = "paper", build_csr: boo
     """DBTD threshold + stochastic pruning of one tensor (any layout; element order = memory order)."""
     flat = np.ascontiguousarray(g, dtype=np.float32).reshape(-1)
     n = flat.size
-    mean_abs = abs_sum(flat) / n
+    # the parallel sum groups terms differently: tau may differ from the serial one in its last bit
+    mean_abs = (abs_sum_parallel(flat) if parallel else abs_sum(flat)) / n
     tau = dbtd_tau(mean_abs, p, sigma)
     out = np.empty_like(flat)
     nnz, draws = (stochastic_prune_parallel if parallel else stochastic_prune)(flat, tau, key, out)

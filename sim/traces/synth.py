@@ -1,0 +1,347 @@
+"""Fit activation-gradient statistics to a captured trace, and synthesize full-size traces from them.
+
+    prunesim trace fit TRACE --out STATS.yaml
+    prunesim trace synth --workload resnet50-imagenet --batch 64 --out T [--stats STATS.yaml]
+
+The statistical model, its fit and the cross-network mapping live in sim.traces.gradmodel;
+docs/synthetic-traces.md explains them and compares synthetic with captured traces.
+
+Generation is streamed: every dO tensor is filled through TraceWriter.open_tensor (a memory map) in
+blocks of at most _BLOCK_ELEMS elements, so peak memory does not grow with the tensor. The random
+stream is a pure function of (seed, iteration, layer index, sample): each sample has its own three
+PCG64 streams (plane factors, magnitudes, sign/mask), so the output is bit-identical on rerun and
+does not depend on the block size, and a sub-sampled trace holds exactly the first samples of the
+full one.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from sim import __version__
+from sim.errors import TraceError
+from sim.traces import gradmodel as gm
+from sim.traces.format import MANIFEST, TraceWriter, open_trace
+from sim.workload import Workload, load_workload
+from sim.yamlio import load_yaml_file
+
+DEFAULT_STATS = Path(__file__).resolve().parent.parent / "data" / "synth-default.yaml"
+_BLOCK_ELEMS = 1 << 18   # elements generated per step (a few MB of float32 temporaries)
+_FP16_MAX = 65504.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics files
+
+
+@dataclass
+class Stats:
+    """A statistics YAML: fitted per-layer parameters plus where they came from."""
+
+    layers: list[gm.LayerParams]
+    provenance: dict[str, Any]
+    path: str | None = None
+    sha256: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_doc(self) -> dict:
+        return {"format": gm.STATS_FORMAT, "schema": gm.STATS_SCHEMA, "model": gm.MODEL,
+                "provenance": self.provenance, "layers": [p.to_yaml() for p in self.layers]}
+
+
+_HEADER = """\
+# prunesim activation-gradient statistics (model {model}); written by `prunesim trace fit`.
+# Per layer: g = S*A[n]*B[c]*U[n,c]*sign*e*mask, S = scale_per_sample/batch, log-normal A, B, U
+# (log-sd sigma_n, sigma_c, sigma_nc), log e with quantiles logq (relative to the median) at the
+# levels listed under provenance.quantile_levels, dead planes and Beta-distributed per-plane zero
+# fractions. See docs/synthetic-traces.md.
+"""
+
+
+def write_stats(stats: Stats, path: str | os.PathLike) -> None:
+    text = _HEADER.format(model=gm.MODEL) + yaml.safe_dump(stats.to_doc(), sort_keys=False,
+                                                           default_flow_style=None, width=100)
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True)
+    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+
+
+def load_stats(path: str | os.PathLike | None = None) -> Stats:
+    """Read and validate a statistics YAML (default: the one shipped with prunesim)."""
+    p = Path(path) if path is not None else DEFAULT_STATS
+    doc = load_yaml_file(p, TraceError)
+    if not isinstance(doc, dict):
+        raise TraceError(p, "(top level)", "expected a mapping with format, schema, model, "
+                         "provenance and layers")
+    allowed = {"format", "schema", "model", "provenance", "layers"}
+    for k in doc:
+        if k not in allowed:
+            raise TraceError(p, str(k), "unknown key (allowed: " + ", ".join(sorted(allowed)) + ")")
+    for k in sorted(allowed):
+        if k not in doc:
+            raise TraceError(p, k, "missing")
+    if doc["format"] != gm.STATS_FORMAT:
+        raise TraceError(p, "format", f"expected {gm.STATS_FORMAT!r}, got {doc['format']!r}")
+    if doc["schema"] != gm.STATS_SCHEMA:
+        raise TraceError(p, "schema", f"unsupported schema {doc['schema']!r} (this prunesim "
+                         f"reads {gm.STATS_SCHEMA})")
+    if doc["model"] != gm.MODEL:
+        raise TraceError(p, "model", f"unknown model {doc['model']!r} (this prunesim has {gm.MODEL})")
+    if not isinstance(doc["provenance"], dict):
+        raise TraceError(p, "provenance", "expected a mapping")
+    raw = doc["layers"]
+    if not isinstance(raw, list) or not raw:
+        raise TraceError(p, "layers", "expected a non-empty list of fitted layers")
+    layers = []
+    seen = set()
+    for i, d in enumerate(raw):
+        lp = gm.layer_params_from_dict(d, p, f"layers[{i}]")
+        if lp.name in seen:
+            raise TraceError(p, f"layers[{i}].name", f"duplicate layer {lp.name!r}")
+        seen.add(lp.name)
+        layers.append(lp)
+    sha = hashlib.sha256(p.read_bytes()).hexdigest()
+    return Stats(layers=layers, provenance=doc["provenance"], path=str(p), sha256=sha)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fit
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> Stats:
+    """Fit the model to every recorded dO layer of a trace, averaged over its iterations.
+
+    Tensors are memory-mapped and read in sample blocks, one layer at a time (bounded memory).
+    """
+    tr = open_trace(trace_path)
+    depths = gm.relative_depths(tr.workload.layers)
+    per_layer: dict[str, list[dict]] = {}
+    dtypes = set()
+    for rec, arr in tr.stream("dO"):
+        dtypes.add(rec.dtype)
+        try:
+            censor = rec.dtype == "float16" and not gm.is_masked(tr.workload.layer(rec.layer))
+            f = gm.fit_tensor(arr, tr.batch, censor_zeros=censor)
+        except ValueError as e:
+            raise TraceError(tr.path / rec.path, None, f"cannot fit: {e}") from None
+        per_layer.setdefault(rec.layer, []).append(f)
+        if progress:
+            progress(f"fit it {rec.iteration} {rec.layer}: density "
+                     f"{f['density']:.3f}")
+        del arr
+    if not per_layer:
+        raise TraceError(tr.path / MANIFEST, "records", "no dO tensors to fit")
+    layers = []
+    for l in tr.workload.layers:
+        if l.name not in per_layer:
+            continue
+        avg = gm.average_fits(per_layer[l.name])
+        layers.append(gm.LayerParams(name=l.name, op=l.op, block=l.block, masked=gm.is_masked(l),
+                                     depth=depths[l.name], plane=l.p * l.q, **avg))
+    mprov = tr.provenance
+    ds = mprov.get("dataset", tr.workload.dataset)
+    if isinstance(ds, dict):
+        ds = ds.get("name", "unnamed")
+    prov = {
+        "trace": str(Path(trace_path)),
+        "trace_manifest_sha256": _sha256(tr.path / MANIFEST),
+        "workload": tr.workload.name,
+        "workload_sha256": tr.workload.checksum,
+        "dataset": ds,
+        "trace_command": mprov.get("command"),
+        "trace_synthetic": bool(mprov.get("synthetic", False)),
+        "batch": tr.batch,
+        "recorded_batch": tr.recorded_batch,
+        "iterations": tr.iterations,
+        "dtype": sorted(dtypes),
+        "zeros": "float16 zeros in layers without a ReLU mask treated as censored (flush-to-zero) "
+                 "values, not as structural zeros" if "float16" in dtypes else "as recorded",
+        "prunesim": __version__,
+        "quantile_levels": list(gm.LEVELS),
+        "fitted": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return Stats(layers=layers, provenance=prov)
+
+
+def cmd_fit(args) -> int:
+    stats = fit(args.trace)
+    write_stats(stats, args.out)
+    print(f"fitted {len(stats.layers)} layers of {stats.provenance['workload']} "
+          f"({len(stats.provenance['iterations'])} iterations) -> {args.out}")
+    print(f"{'layer':<16}{'block':<14}{'depth':>6}{'q10':>7}{'q90':>7}{'sig_n':>7}{'sig_c':>7}{'sig_nc':>7}"
+          f"{'dead':>7}{'zero':>7}{'density':>8}{'scale*B':>11}")
+    for p in stats.layers:
+        print(f"{p.name:<16}{p.block:<14}{p.depth:6.2f}{p.logq[gm.LEVELS.index(0.1)]:7.2f}{p.logq[gm.LEVELS.index(0.9)]:7.2f}{p.sigma_n:7.3f}{p.sigma_c:7.3f}"
+              f"{p.sigma_nc:7.3f}{p.dead_fraction:7.3f}{p.zero_fraction:7.3f}{p.density:8.3f}"
+              f"{p.scale_per_sample:11.4g}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Synthesis
+
+
+def _sample_streams(seed: int, iteration: int, layer_index: int, n: int):
+    ss = np.random.SeedSequence([seed, iteration, layer_index, 1, n])
+    return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(3)]
+
+
+def _layer_stream(seed: int, iteration: int, layer_index: int):
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, iteration, layer_index, 0])))
+
+
+def generate_layer(out: np.ndarray, prm: dict, batch: int, seed: int, iteration: int,
+                   layer_index: int, block_elems: int | None = None) -> None:
+    """Fill `out` (N, C[, P, Q]; a memory map is fine) with one synthetic dO tensor.
+
+    `prm` holds the mapped parameters (gradmodel.map_params); `batch` is the training batch the
+    loss is averaged over (sets the scale). Works sample by sample, in blocks of block_elems.
+    """
+    block = int(block_elems or _BLOCK_ELEMS)
+    n_rec, c = out.shape[0], out.shape[1]
+    plane = int(np.prod(out.shape[2:], dtype=np.int64)) if out.ndim > 2 else 1
+    s_abs = prm["scale_per_sample"] / batch
+    sn, sc, snc = prm["sigma_n"], prm["sigma_c"], prm["sigma_nc"]
+    dead, zf, kappa, pos = prm["dead_fraction"], prm["zero_fraction"], prm["zero_kappa"], prm["pos_fraction"]
+    logq = np.asarray(prm["logq"], dtype=np.float64)
+    logq = logq - gm.log_mean_abs(logq)         # E e = 1
+    shp_n, shp_c, shp_nc = (np.asarray(prm[k], dtype=np.float64) for k in ("shape_n", "shape_c", "shape_nc"))
+    ez = gm.EZKNOTS
+    mn, mc, mnc = (gm.log_mean_abs(q, ez, sg) for q, sg in ((shp_n, sn), (shp_c, sc), (shp_nc, snc)))
+    lim = _FP16_MAX if out.dtype == np.float16 else float(np.finfo(np.float32).max)
+    lrng = _layer_stream(seed, iteration, layer_index)
+    log_b = sc * gm.logq_of_z(lrng.standard_normal(c), shp_c, ez) - mc
+    for n in range(n_rec):
+        prng, mrng, srng = _sample_streams(seed, iteration, layer_index, n)
+        log_a = sn * float(gm.logq_of_z(np.array([prng.standard_normal()]), shp_n, ez)[0]) - mn
+        logfac = (math.log(s_abs) + log_a) + log_b \
+            + (snc * gm.logq_of_z(prng.standard_normal(c), shp_nc, ez) - mnc)
+        dead_c = prng.random(c) < dead
+        if zf <= 0.0:
+            theta = np.ones(c)
+        elif kappa is None:
+            theta = np.full(c, 1.0 - zf)
+        else:
+            theta = prng.beta(kappa * (1.0 - zf), kappa * zf, c)
+        theta[dead_c] = 0.0
+        th32 = theta.astype(np.float32)
+        thp32 = (theta * pos).astype(np.float32)
+        dst = out[n].reshape(-1)
+        total = c * plane
+        for start in range(0, total, block):
+            stop = min(total, start + block)
+            k = stop - start
+            c0, c1 = start // plane, (stop - 1) // plane + 1
+            counts = np.full(c1 - c0, plane, dtype=np.int64)
+            counts[0] -= start - c0 * plane
+            counts[-1] -= c1 * plane - stop
+            z = mrng.standard_normal(k, dtype=np.float32)
+            lg = gm.logq_of_z(z, logq)
+            lg += np.repeat(logfac[c0:c1], counts)
+            mag = np.exp(lg).astype(np.float32)
+            u = srng.random(k, dtype=np.float32)
+            th = np.repeat(th32[c0:c1], counts)
+            mag[u >= th] = 0.0
+            np.negative(mag, out=mag, where=(u >= np.repeat(thp32[c0:c1], counts)) & (u < th))
+            np.clip(mag, -lim, lim, out=mag)
+            dst[start:stop] = mag
+
+
+def _round(v):
+    if v is None:
+        return None
+    if isinstance(v, (tuple, list)):
+        return [float(f"{x:.4f}") for x in v]
+    return float(f"{v:.6g}")
+
+
+def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: Stats | str | None = None,
+          iterations: int = 1, seed: int = 0, dtype: str = "float32", *, subsample: int | None = None,
+          force: bool = False, progress: Callable[[str], None] | None = None,
+          block_elems: int | None = None) -> Path:
+    """Write a synthetic dense trace: dO of every conv and FC layer, for each iteration.
+
+    `subsample` records only the first S samples of each batch (like capture --subsample); the
+    gradient scale still follows `batch`. Returns the trace directory.
+    """
+    wl = load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
+    if not isinstance(stats, Stats):
+        stats = load_stats(stats)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TraceError(None, "seed", f"must be a non-negative integer, got {seed!r}")
+    if np.dtype(dtype).name not in ("float32", "float16"):
+        raise TraceError(None, "dtype", f"expected float32 or float16, got {dtype!r}")
+    if batch < 1 or iterations < 1:
+        raise TraceError(None, "batch", "batch and iterations must be >= 1")
+    if subsample is not None and not 1 <= subsample <= batch:
+        raise TraceError(None, "subsample", f"must be in 1..{batch}, got {subsample}")
+    mapped, warnings = gm.map_params(stats.layers, wl)
+    rec_batch = subsample or batch
+    for w in warnings:
+        if progress:
+            progress(f"warning: {w}")
+    prov = {
+        "method": "dense",
+        "synthetic": True,
+        "generator": {"module": "sim.traces.synth", "model": gm.MODEL, "seed": seed,
+                      "prunesim": __version__},
+        "stats": {"path": stats.path or "<in memory>", "sha256": stats.sha256,
+                  "source": stats.provenance},
+        "dataset": stats.provenance.get("dataset"),
+        "mapping": {name: {"rule": d["rule"], "from": d["from"], "t": round(d["t"], 4)}
+                    for name, d in mapped.items()},
+        "mapping_warnings": warnings,
+        "params": {name: {k: _round(v) for k, v in d.items() if k not in ("rule", "from", "t")}
+                   for name, d in mapped.items()},
+    }
+    n_layers = len(wl.layers)
+    total_bytes = sum(int(np.prod(l.tensor_shapes(rec_batch)["dO"])) for l in wl.layers) \
+        * np.dtype(dtype).itemsize * iterations
+    written = 0
+    t0 = time.perf_counter()
+    with TraceWriter(out, wl, batch=batch, provenance=prov, batch_subsample=subsample,
+                     overwrite=force) as tw:
+        for it in range(iterations):
+            for li, l in enumerate(wl.layers):
+                shape = l.tensor_shapes(rec_batch)["dO"]
+                with tw.open_tensor(it, 0, l.name, "dO", shape, dtype) as mm:
+                    generate_layer(mm, mapped[l.name], batch, seed, it, l.index, block_elems)
+                written += int(np.prod(shape)) * np.dtype(dtype).itemsize
+                if progress:
+                    dt = max(time.perf_counter() - t0, 1e-9)
+                    progress(f"[it {it + 1}/{iterations} layer {li + 1}/{n_layers}] {l.name:<14} "
+                             f"{'x'.join(map(str, shape)):<18} {written / 2**20:9.1f} / "
+                             f"{total_bytes / 2**20:.1f} MB  {written / 2**20 / dt:7.1f} MB/s")
+            tw.end_iteration()
+    return Path(out)
+
+
+def cmd_synth(args) -> int:
+    stats = load_stats(args.stats)
+    wl = load_workload(args.workload)
+    if args.seed < 0:
+        raise TraceError(None, "--seed", f"must be >= 0, got {args.seed}")
+    t0 = time.perf_counter()
+    path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
+                 dtype=args.dtype, force=args.force,
+                 progress=lambda s: print(s, file=sys.stderr, flush=True))
+    print(f"wrote synthetic trace {path} ({wl.name}, batch {args.batch}, {args.iterations} "
+          f"iteration(s), seed {args.seed}, stats {stats.path}) in {time.perf_counter() - t0:.1f} s")
+    return 0
