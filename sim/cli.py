@@ -156,6 +156,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.calibrate:cmd_calibrate")
 
+    # --- system level ---------------------------------------------------------------------------
+    p = sub.add_parser("train", help="whole-training estimate: iterations, all-reduce, epochs, TTA")
+    p.add_argument("--workload", required=True, help="zoo name or workload YAML")
+    p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
+    p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
+    p.add_argument("--gpus", type=_positive_int, default=None, help="use this many devices")
+    p.add_argument("--method", default="dense", help="method spec")
+    p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
+    p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")
+    p.add_argument("--epochs", type=_positive_int, default=None)
+    p.add_argument("--accuracy", default=None,
+                   help="accuracy curves (training log CSV or trace dir) for time-to-accuracy")
+    p.add_argument("--target", type=float, default=None, help="target validation accuracy")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _handler(p, "sim.system.cli:cmd_train")
+
     # --- the main job --------------------------------------------------------------------------
     p = sub.add_parser("replay", help="replay a trace on hardware models (the main job)")
     p.add_argument("trace", help="trace directory")
