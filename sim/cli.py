@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", default=None,
                    help="also check shapes against this workload (name or YAML)")
     _handler(p, "sim.traces.inspect:cmd_check")
-    p = trs.add_parser("fit", help="fit per-layer gradient statistics to a captured trace")
-    p.add_argument("trace", help="trace directory")
+    p = trs.add_parser("fit", help="fit per-layer gradient statistics to captured traces")
+    p.add_argument("trace", nargs="+", help="trace directories (several: their layers are pooled)")
     p.add_argument("--out", required=True, help="statistics YAML to write")
     _handler(p, "sim.traces.synth:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop each epoch after this many iterations (quick runs)")
     p.add_argument("--threads", type=_positive_int, default=2,
                    help="CPU threads for PyTorch (default 2; results are deterministic per count)")
+    p.add_argument("--method", default=None, metavar="SPEC",
+                   help="train with a gradient method, e.g. dbtd:p=0.9, sdgp-resmag:nm=2:4, "
+                        "approx:schedule=1, prunetrain:rho=0.2,interval=2 (docs/methods.md)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.capture.trainer:cmd_capture")
 

@@ -155,7 +155,10 @@ def test_conv_relu_zero_fraction_is_reproduced(small_wl, tmp_path):
 
 def test_mapping_covers_every_zoo_workload():
     st = sy.load_stats()                                  # the shipped default
-    assert st.provenance.get("trace") and st.provenance.get("trace_manifest_sha256")
+    sources = st.provenance.get("sources", [st.provenance])
+    assert sources and all(s.get("trace") and s.get("trace_manifest_sha256") for s in sources)
+    # both a Conv-BN-ReLU and a Conv-ReLU network were fitted, so masked blocks have real data
+    assert {p.block for p in st.layers} >= {"conv-bn-relu", "conv-relu"}
     for name in zoo_names():
         wl = load_workload(name)
         mapped, _ = gm.map_params(st.layers, wl)

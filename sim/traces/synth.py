@@ -15,6 +15,8 @@ full one.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as _dt
 import hashlib
 import math
@@ -180,8 +182,28 @@ def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = 
     return Stats(layers=layers, provenance=prov)
 
 
+def fit_many(trace_paths: list[str | os.PathLike],
+             progress: Callable[[str], None] | None = None) -> Stats:
+    """Fit several traces into one statistics set (e.g. a Conv-BN-ReLU and a Conv-ReLU network, so
+    synthesis has data for both block kinds). Layer names get their workload as prefix; the
+    provenance lists every source under `sources`."""
+    if len(trace_paths) == 1:
+        return fit(trace_paths[0], progress)
+    parts = [fit(p, progress) for p in trace_paths]
+    layers = []
+    for st in parts:
+        wl = st.provenance["workload"]
+        layers += [dataclasses.replace(lp, name=f"{wl}/{lp.name}") for lp in st.layers]
+    prov = {k: v for k, v in parts[0].provenance.items()
+            if k in ("prunesim", "quantile_levels", "fitted")}
+    prov["workload"] = "+".join(st.provenance["workload"] for st in parts)
+    prov["iterations"] = sorted({i for st in parts for i in st.provenance["iterations"]})
+    prov["sources"] = [st.provenance for st in parts]
+    return Stats(layers=layers, provenance=prov)
+
+
 def cmd_fit(args) -> int:
-    stats = fit(args.trace)
+    stats = fit_many(args.trace)
     write_stats(stats, args.out)
     print(f"fitted {len(stats.layers)} layers of {stats.provenance['workload']} "
           f"({len(stats.provenance['iterations'])} iterations) -> {args.out}")
