@@ -57,19 +57,20 @@ def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, wa
 
     mode 0 draws one uniform per element (by its NCHW flat index) and keeps the n largest draws;
     mode 1 keeps the n largest |x|. Ties go to the lower channel. Kept values and channel offsets
-    go to vals/idxs (N, G, n, HW); packed offsets to meta (N, HW, words) as pack_metadata_np lays
-    them out; with want_l1, per-(sample, channel) L1 sums of x and of the kept values to
-    l1_in/l1_kept. Ranks come from all-pairs comparisons along HW and the compaction writes every
-    element to its would-be slot, so the inner loops are branch-free and vectorize.
+    go to vals/idxs (N, G, n, HW); packed offsets to meta, laid out (N, words, HW) so the packing
+    loop runs along HW (the caller transposes to pack_metadata_np's (N, HW, words)); with want_l1, per-(sample, channel) L1 sums of x and of the kept values to
+    l1_in/l1_kept. Ranks come from all-pairs comparisons along HW and slots from prefix counts, so every
+    inner loop runs along HW without branches and vectorizes.
     Returns the count of nonzeros kept.
     """
     N, C, HW = x.shape
     G = (C + m - 1) // m
     keyv = np.empty((m, HW), np.float32)
     rank = np.empty((m, HW), np.int32)
-    slot = np.empty(HW, np.int32)
-    vbuf = np.empty((n + 1, HW), np.float32)  # row n absorbs the writes of dropped elements
-    ibuf = np.empty((n + 1, HW), np.uint8)
+    pos = np.empty((m, HW), np.int32)    # kept channels before j at s: j's slot if j is kept
+    cnt = np.empty(HW, np.int32)
+    vrow = np.empty(HW, np.float32)
+    irow = np.empty(HW, np.uint32)
     nnz = 0
     for b in range(N):
         for g in range(G):
@@ -93,34 +94,39 @@ def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, wa
                     elif i > j:
                         for s in range(HW):
                             rank[j, s] += keyv[i, s] > keyv[j, s]
-            slot[:] = 0
+            # slots by prefix count of kept channels; a dropped channel gets slot n (no match below)
+            cnt[:] = 0
             for j in range(mm):
                 for s in range(HW):
-                    v = x[b, c0 + j, s]
                     k = rank[j, s] < keep
+                    v = x[b, c0 + j, s]
                     out[b, c0 + j, s] = v if k else np.float32(0.0)
-                    t = slot[s]
-                    vbuf[t, s] = v
-                    ibuf[t, s] = j
-                    slot[s] = t + k
+                    pos[j, s] = cnt[s] if k else n
+                    cnt[s] += k
             for t in range(n):
-                if t < keep:
-                    off = (g * n + t) * bits
-                    w = off // 32
-                    sh = off % 32
-                    for s in range(HW):
-                        v = vbuf[t, s]
-                        vals[b, g, t, s] = v
-                        idxs[b, g, t, s] = ibuf[t, s]
-                        nnz += v != 0
-                        meta[b, s, w] |= np.uint32((np.uint64(ibuf[t, s]) << np.uint64(sh))
-                                                   & np.uint64(0xFFFFFFFF))
-                    if sh + bits > 32:
-                        for s in range(HW):
-                            meta[b, s, w + 1] |= np.uint32(np.uint64(ibuf[t, s]) >> np.uint64(32 - sh))
-                else:  # short last group: padding slots
+                if t >= keep:  # short last group: padding slots
                     vals[b, g, t, :] = 0
                     idxs[b, g, t, :] = 0
+                    continue
+                vrow[:] = 0
+                irow[:] = 0
+                for j in range(mm):
+                    for s in range(HW):
+                        hit = pos[j, s] == t
+                        vrow[s] += x[b, c0 + j, s] if hit else np.float32(0.0)
+                        irow[s] += np.uint32(j) if hit else np.uint32(0)
+                off = (g * n + t) * bits
+                w = off // 32
+                sh = np.uint32(off % 32)
+                for s in range(HW):
+                    vals[b, g, t, s] = vrow[s]
+                    idxs[b, g, t, s] = irow[s]
+                    nnz += vrow[s] != 0
+                    meta[b, w, s] |= irow[s] << sh
+                if off % 32 + bits > 32:
+                    sh2 = np.uint32(32 - off % 32)
+                    for s in range(HW):
+                        meta[b, w + 1, s] |= irow[s] >> sh2
             if want_l1:
                 for j in range(mm):
                     l1_in[b, c0 + j] = _abs_sum_f64(x, b, c0 + j)
@@ -237,11 +243,12 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
     out = np.empty_like(x)
     vals = np.empty((N, G, n, HW), np.float32)
     idxs = np.empty((N, G, n, HW), np.uint8)
-    meta = np.zeros((N, HW, (G * n * bits + 31) // 32), np.uint32)
+    meta_t = np.zeros((N, (G * n * bits + 31) // 32, HW), np.uint32)
     l1_in = np.empty((N, C), np.float64)
     l1_kept = np.empty((N, C), np.float64)
-    nnz = nm_prune(x, n, m, MODES[mode], key, out, vals, idxs, meta, bits, l1_in, l1_kept,
+    nnz = nm_prune(x, n, m, MODES[mode], key, out, vals, idxs, meta_t, bits, l1_in, l1_kept,
                    mode == "resmag")
+    meta = np.ascontiguousarray(meta_t.transpose(0, 2, 1))
     total = x.size
     kept_slots = N * HW * sum(min(n, C - g * m) for g in range(G))
     work = WorkAccount(elems_read=total, elems_written=kept_slots, bytes_metadata=meta.nbytes,
