@@ -23,8 +23,8 @@ def _read_tensor(path: str) -> np.ndarray:
         raise TensorError(p, None, "no such file")
     try:
         a = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise TensorError(p, None, f"not a readable .npy file ({e})") from None
+    except Exception as e:  # noqa: BLE001 - a corrupt header can raise SyntaxError and others
+        raise TensorError(p, None, f"not a readable .npy file ({type(e).__name__}: {e})") from None
     if a.dtype.kind != "f":
         raise TensorError(p, "dtype", f"expected a floating-point tensor, got {a.dtype}")
     if a.ndim not in (2, 4):

@@ -320,10 +320,7 @@ class Trace:
         f = self.path / rec.path
         if verify:
             verify_record(self.path, rec)
-        try:
-            arr = np.load(f, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            raise TraceError(f, None, f"unreadable .npy: {e}") from None
+        arr = load_npy(f)
         if arr.shape != rec.shape or arr.dtype.name != rec.dtype:
             raise TraceError(f, "header", f"holds {arr.dtype.name}{list(arr.shape)}, manifest says "
                              f"{rec.dtype}{list(rec.shape)}")
@@ -344,6 +341,15 @@ class Trace:
             yield r, self.load(r, verify=verify)
 
 
+def load_npy(f: Path, mmap: bool = True) -> np.ndarray:
+    """np.load without pickle; any failure to parse the file (a corrupt header can raise a
+    SyntaxError or tokenize error from numpy's header parser) becomes a TraceError naming it."""
+    try:
+        return np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - every way a .npy can be unreadable is the file's fault
+        raise TraceError(f, None, f"unreadable or truncated .npy ({type(e).__name__}: {e})") from None
+
+
 def verify_record(trace_dir: Path, rec: TensorRecord) -> None:
     """Check one tensor file against its record: present, size, SHA-256, header, finite values."""
     f = trace_dir / rec.path
@@ -351,10 +357,7 @@ def verify_record(trace_dir: Path, rec: TensorRecord) -> None:
         raise TraceError(f, None, "is a symbolic link; trace tensors must be regular files")
     if not f.is_file():
         raise TraceError(f, None, "missing tensor file")
-    try:
-        arr = np.load(f, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise TraceError(f, None, f"unreadable or truncated .npy ({e})") from None
+    arr = load_npy(f)
     if arr.dtype.name != rec.dtype:
         raise TraceError(f, "dtype", f"file holds {arr.dtype.name}, manifest says {rec.dtype}")
     if tuple(arr.shape) != rec.shape:
@@ -366,7 +369,7 @@ def verify_record(trace_dir: Path, rec: TensorRecord) -> None:
     if digest != rec.sha256:
         raise TraceError(f, "sha256", f"checksum mismatch (manifest {rec.sha256[:12]}..., "
                          f"file {digest[:12]}...): the file is corrupt or was modified")
-    arr = np.load(f, mmap_mode="r", allow_pickle=False)
+    arr = load_npy(f)
     flat = arr.reshape(-1)
     step = max(1, _CHUNK_BYTES // arr.dtype.itemsize)
     for start in range(0, flat.size, step):

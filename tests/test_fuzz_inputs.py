@@ -1,0 +1,150 @@
+"""Property-based fuzzing of the input readers: whatever the bytes, a PrunesimError or a valid result.
+
+Never a traceback from inside prunesim, never numbers from bad data. The number of cases tried per
+property is set by the `fuzz` hypothesis profile below (kept small by default; HYPOTHESIS_PROFILE=
+fuzz-long for a deeper run).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.errors import PrunesimError, TraceError, WorkloadError
+from sim.traces.format import open_trace
+from sim.workload import load_workload, workload_from_dict
+
+settings.register_profile("fuzz", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                 HealthCheck.too_slow])
+settings.register_profile("fuzz-long", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                 HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fuzz"))
+
+ZOO_TEXT = (Path(__file__).resolve().parents[1] / "workloads" / "resnet20.yaml").read_text()
+SAMPLE = Path(__file__).resolve().parents[1] / "traces" / "sample-cnn2-mnist5k"
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                    st.text(max_size=8))
+values = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=4),
+                                                   st.dictionaries(st.text(max_size=6), c, max_size=4)),
+                      max_leaves=12)
+
+
+@given(st.binary(max_size=400))
+def test_workload_loader_on_random_bytes(tmp_path_factory, data):
+    f = tmp_path_factory.mktemp("wl") / "w.yaml"
+    f.write_bytes(data)
+    try:
+        load_workload(f)
+    except WorkloadError as e:
+        assert e.file and str(f) in str(e)
+
+
+@given(st.integers(0, len(ZOO_TEXT) - 1), st.integers(1, 40), st.text(max_size=20))
+def test_workload_loader_on_mutated_zoo_file(tmp_path_factory, at, cut, insert):
+    """Splice garbage into a real workload file: it loads (still valid) or fails with the file named."""
+    f = tmp_path_factory.mktemp("wl") / "w.yaml"
+    f.write_text(ZOO_TEXT[:at] + insert + ZOO_TEXT[at + cut:])
+    try:
+        w = load_workload(f)
+    except WorkloadError as e:
+        assert str(f) in str(e)
+    else:
+        assert w.params() > 0 and all(l.p >= 1 and l.q >= 1 for l in w.layers)
+
+
+@given(values)
+def test_workload_from_any_document(doc):
+    try:
+        workload_from_dict(doc, origin="doc.yaml")
+    except WorkloadError as e:
+        assert e.file == "doc.yaml"
+
+
+@given(st.sampled_from(["python/object/apply:os.system", "python/name:os.system",
+                        "python/object:sim.workload.Workload"]))
+def test_yaml_tags_never_build_objects(tmp_path_factory, tag):
+    f = tmp_path_factory.mktemp("wl") / "w.yaml"
+    f.write_text(f"name: !!{tag} ['echo hi']\ninput: {{channels: 3, height: 8, width: 8}}\nlayers: []\n")
+    with pytest.raises(WorkloadError):
+        load_workload(f)
+
+
+# ---- traces -----------------------------------------------------------------------------------
+
+
+def _copy_sample(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tr") / "t"
+    shutil.copytree(SAMPLE, d)
+    return d
+
+
+def _read_all(d: Path) -> None:
+    tr = open_trace(d)
+    for _, arr in tr.stream("dO"):
+        assert np.isfinite(np.asarray(arr)).all()
+
+
+@given(st.integers(0, 10**9), st.binary(min_size=1, max_size=16))
+def test_trace_with_corrupted_manifest(tmp_path_factory, pos, junk):
+    d = _copy_sample(tmp_path_factory)
+    m = d / "manifest.json"
+    text = m.read_bytes()
+    at = pos % len(text)
+    m.write_bytes(text[:at] + junk + text[at + len(junk):])
+    try:
+        _read_all(d)
+    except TraceError as e:
+        assert str(d) in str(e)
+
+
+@given(st.sampled_from(["records", "batch", "workload", "schema_version", "log", "format",
+                        "batch_subsample"]), values)
+def test_trace_with_replaced_manifest_field(tmp_path_factory, key, value):
+    d = _copy_sample(tmp_path_factory)
+    m = d / "manifest.json"
+    doc = json.loads(m.read_text())
+    doc[key] = value
+    m.write_text(json.dumps(doc, allow_nan=True))
+    try:
+        _read_all(d)
+    except TraceError as e:
+        assert str(d) in str(e)
+
+
+@given(st.integers(0, 10**9), st.integers(0, 255), st.booleans())
+def test_trace_with_corrupted_or_truncated_tensor(tmp_path_factory, pos, byte, truncate):
+    d = _copy_sample(tmp_path_factory)
+    files = sorted((d / "tensors").rglob("*.npy"))
+    f = files[pos % len(files)]
+    data = bytearray(f.read_bytes())
+    at = (pos // len(files)) % len(data)
+    if truncate:
+        data = data[:at]
+    else:
+        if data[at] == byte:
+            return
+        data[at] = byte
+    f.write_bytes(bytes(data))
+    with pytest.raises(TraceError) as ei:
+        _read_all(d)
+    assert f.name in str(ei.value)
+
+
+def test_any_prunesim_error_is_one_line(tmp_path, capsys):
+    """The CLI contract behind all of the above: one line, exit 2."""
+    from sim.cli import main
+    f = tmp_path / "bad.yaml"
+    f.write_text("name: [unclosed\n")
+    assert main(["workload", "show", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(f) in err[0] and isinstance(PrunesimError("a", "b", "c"), Exception)
