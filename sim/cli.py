@@ -146,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, help="data type (default: the engine's)")
     p.add_argument("--threads", type=_positive_int, default=1, help="CPU threads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", default=None,
+                   help="CPU: take dO from this trace's first iteration (default: synthetic dO)")
+    p.add_argument("--samples", type=_positive_int, default=None,
+                   help="CPU: synthetic dO samples standing for the batch (default 2)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_layer")
 

@@ -2,9 +2,12 @@
 
 Every engine module exposes
     HW_FIELDS: dict[str, sim.hwconfig.Field]            the parameters its hwconfigs take
-    simulate_phase(gemm, method_result, hw) -> list[KernelResult]
+    simulate_phase(gemm, method_result, hw, *, layer=None, batch=None, seed=0,
+                   charge_method=None) -> list[KernelResult]
         one layer phase: the GEMM itself plus the kernels the method adds (prune, compress,
-        transposes, ...), each a KernelResult; method_result None means dense
+        transposes, ...), each a KernelResult; method_result None means dense. The method's own
+        work is charged once, on the first phase it names, unless charge_method says otherwise.
+        layer/batch let an engine model per-sample kernels (Caffe's CPU path).
     gemm_command(args, hw) / layer_command(args, hw)      the `prunesim gemm` / `layer` back-ends
 All times are seconds; cycles are in the engine's own clock (named in `clock_hz`).
 """

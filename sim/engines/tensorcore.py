@@ -447,14 +447,16 @@ def _first_phase(phases) -> str | None:
 
 
 def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str = "fp16",
-                   charge_method: bool | None = None) -> list[KernelResult]:
+                   charge_method: bool | None = None, layer=None, batch: int | None = None,
+                   seed: int = 0) -> list[KernelResult]:
     """The GEMM of one layer phase plus the kernels around it.
 
     method_result None or dense: the dense GEMM. structure nm on a phase the method names: sparse A
     (falls back to dense if the GPU lacks the pattern). csr: tensor cores cannot use unstructured
     sparsity, so the GEMM runs dense (noted). skipped/generated: no GEMM. per-channel (Wang's
     approx): a gather-multiply on CUDA cores. The method's WorkAccount is charged once, on the first
-    phase it names (charge_method overrides), as streaming kernels.
+    phase it names (charge_method overrides), as streaming kernels. layer/batch/seed are part of the
+    engine contract; the GEMM already carries everything this engine needs.
     """
     if hw is None:
         raise TypeError("simulate_phase needs a hwconfig")

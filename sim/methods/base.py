@@ -94,3 +94,15 @@ class MethodResult:
         return {"method": self.method, "params": self.params, "structure": self.structure,
                 "density": self.density, "phases": list(self.phases), "work": self.work.as_dict(),
                 **self.extra}
+
+
+def scale_work(result: MethodResult, factor: float) -> MethodResult:
+    """The same result with its work account scaled by `factor` (e.g. a trace's recorded sub-batch
+    standing for the full training batch: every method's work is linear in the batch)."""
+    from dataclasses import replace
+    if factor == 1:
+        return result
+    w = result.work
+    scaled = WorkAccount(**{k: (v if k == "passes" else int(round(v * factor)))
+                            for k, v in w.as_dict().items()})
+    return replace(result, work=scaled, extra={**result.extra, "work_scaled_by": factor})

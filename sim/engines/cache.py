@@ -1,0 +1,295 @@
+"""Cache hierarchy simulation for the CPU engine: set-associative LRU levels, a sequential-stream
+prefetcher at L2, driven by the exact line-address stream of a CSR sparse x dense product.
+
+The Numba kernel `spmm_stream` walks the rows it is given in the order a real SpMM kernel touches
+memory and counts, per (row group, thread), where every demand access hit and what the prefetcher
+fetched. It knows nothing about time: sim.engines.cpu turns the counts into cycles. Keeping the
+kernel free of timing keeps it small and lets `spmm_stream_ref` (plain Python, an independent
+OrderedDict implementation) check it count for count.
+
+Memory layout of the simulated process (byte addresses; regions far apart so they never alias):
+A's column indices and values (int32 / float32, one entry per nonzero), the dense B (K x N, row
+major, float32) and the dense C (M x N, row major, float32).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+from numba import njit
+
+# counters per (group, thread)
+L1_HIT, L2_HIT, L3_HIT, DRAM, PF_L3, PF_DRAM = range(6)
+N_COUNTS = 6
+
+A_IDX_BASE = 1 << 36
+A_VAL_BASE = 2 << 36
+B_BASE = 3 << 36
+C_BASE = 4 << 36
+
+
+def make_level(copies: int, size_bytes: int, ways: int, line: int) -> tuple[np.ndarray, np.ndarray]:
+    """Empty tag and LRU-stamp arrays of one level (copies: private per thread, or 1 if shared).
+
+    A level of size 0 (no L3 on the Pi) is one set of zero ways: every lookup misses and
+    nothing is kept.
+    """
+    sets = size_bytes // (ways * line) if size_bytes > 0 else 1
+    ways = ways if size_bytes > 0 else 0
+    tags = np.full((copies, max(sets, 1), ways), -1, np.int64)
+    return tags, np.zeros_like(tags)
+
+
+@njit(cache=True)
+def _lookup(tags, stamps, copy, line, now):
+    """True on a hit (LRU stamp refreshed); on a miss the LRU way is replaced by `line`."""
+    ways = tags.shape[2]
+    if ways == 0:
+        return False
+    s = line % tags.shape[1]
+    victim = 0
+    oldest = stamps[copy, s, 0]
+    for w in range(ways):
+        if tags[copy, s, w] == line:
+            stamps[copy, s, w] = now
+            return True
+        if stamps[copy, s, w] < oldest:
+            oldest = stamps[copy, s, w]
+            victim = w
+    tags[copy, s, victim] = line
+    stamps[copy, s, victim] = now
+    return False
+
+
+@njit(cache=True)
+def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
+            pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt):
+    """One demand access by thread t; returns the updated clock."""
+    now += 1
+    if _lookup(l1t, l1s, t, line, now):
+        cnt[L1_HIT] += 1
+        return now
+    c2 = t if l2_private else 0
+    c3 = t if l3_private else 0
+    if _lookup(l2t, l2s, c2, line, now):
+        cnt[L2_HIT] += 1
+    elif _lookup(l3t, l3s, c3, line, now):
+        cnt[L3_HIT] += 1
+    else:
+        cnt[DRAM] += 1
+    # L2 stream prefetcher: an L1 miss one line past a tracked stream advances it and issues up to
+    # pf_degree new prefetches, never more than pf_dist lines ahead (so the distance ramps up over
+    # a stream's first accesses); any other miss (re)starts the least recently used stream.
+    n_streams = pf_last.shape[1]
+    if n_streams == 0 or pf_dist == 0:
+        return now
+    hit_e = -1
+    lru_e = 0
+    for e in range(n_streams):
+        if pf_last[t, e] == line - 1:
+            hit_e = e
+            break
+        if pf_stamp[t, e] < pf_stamp[t, lru_e]:
+            lru_e = e
+    if hit_e < 0:
+        pf_last[t, lru_e] = line
+        pf_next[t, lru_e] = line
+        pf_stamp[t, lru_e] = now
+        return now
+    pf_last[t, hit_e] = line
+    pf_stamp[t, hit_e] = now
+    start = pf_next[t, hit_e] + 1
+    if start < line + 1:
+        start = line + 1
+    stop = min(line + pf_dist, start + pf_degree - 1)
+    for p in range(start, stop + 1):
+        now += 1
+        if not _lookup(l2t, l2s, c2, p, now):
+            if _lookup(l3t, l3s, c3, p, now):
+                cnt[PF_L3] += 1
+            else:
+                cnt[PF_DRAM] += 1
+    if stop > pf_next[t, hit_e]:
+        pf_next[t, hit_e] = stop
+    return now
+
+
+@njit(cache=True)
+def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
+                l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
+                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts):
+    """Replay C = A @ B (A in CSR, B dense K x n_b) for row groups; fill counts[g, t, :].
+
+    starts[g, t], nrows[g, t]: the contiguous A rows thread t runs in group g (threads advance one
+    row at a time in lock step, sharing the shared levels). measure[g] False: a warm-up group,
+    simulated but not counted. register_chunk > 0: MKL-style, C row kept in registers in chunks of
+    that many floats (B read per nonzero per chunk, C touched once per chunk); 0: axpy style (Eigen,
+    SciPy): every nonzero streams the whole C row through L1 (load and store).
+    Returns the final LRU clock.
+    """
+    fpl = line_bytes // 4                # floats per line
+    shift = 0
+    while (1 << shift) < line_bytes:
+        shift += 1
+    n_groups, n_threads = starts.shape
+    now = 0
+    last_idx = np.full(n_threads, -1, np.int64)
+    last_val = np.full(n_threads, -1, np.int64)
+    scratch = np.zeros(N_COUNTS, np.int64)
+    chunk = register_chunk if register_chunk > 0 else n_b
+    for g in range(n_groups):
+        most = 0
+        for t in range(n_threads):
+            if nrows[g, t] > most:
+                most = nrows[g, t]
+        for i in range(most):
+            for t in range(n_threads):
+                if i >= nrows[g, t]:
+                    continue
+                cnt = counts[g, t] if measure[g] else scratch
+                r = starts[g, t] + i
+                c_row = C_BASE + r * n_b * 4
+                for c0 in range(0, n_b, chunk):
+                    c1 = min(n_b, c0 + chunk)
+                    for jj in range(indptr[r], indptr[r + 1]):
+                        li = (A_IDX_BASE + jj * 4) >> shift
+                        if li != last_idx[t]:
+                            last_idx[t] = li
+                            now = _access(li, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                        lv = (A_VAL_BASE + jj * 4) >> shift
+                        if lv != last_val[t]:
+                            last_val[t] = lv
+                            now = _access(lv, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                        b_row = B_BASE + np.int64(indices[jj]) * n_b * 4
+                        for ln in range((b_row + c0 * 4) >> shift, ((b_row + c1 * 4 - 1) >> shift) + 1):
+                            now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                        if register_chunk == 0:
+                            for ln in range((c_row + c0 * 4) >> shift,
+                                            ((c_row + c1 * 4 - 1) >> shift) + 1):
+                                now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                              l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                    if register_chunk > 0:
+                        for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
+                            now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+    return now
+
+
+@njit(cache=True)
+def warm_region(base, n_bytes, line_bytes, n_threads, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                l3_private, now):
+    """Touch a region once per thread (the state right after a pass wrote it), no counting."""
+    shift = 0
+    while (1 << shift) < line_bytes:
+        shift += 1
+    for t in range(n_threads):
+        c2 = t if l2_private else 0
+        c3 = t if l3_private else 0
+        for ln in range(base >> shift, ((base + n_bytes - 1) >> shift) + 1):
+            now += 1
+            _lookup(l3t, l3s, c3, ln, now)
+            _lookup(l2t, l2s, c2, ln, now)
+            _lookup(l1t, l1s, t, ln, now)
+    return now
+
+
+# ---- plain-Python reference --------------------------------------------------------------------
+
+
+class _RefLevel:
+    def __init__(self, copies, tags):
+        _, self.sets, self.ways = tags.shape
+        self.c = [[OrderedDict() for _ in range(self.sets)] for _ in range(copies)]
+
+    def lookup(self, copy, line):
+        if self.ways == 0:
+            return False
+        s = self.c[copy][line % self.sets]
+        if line in s:
+            s.move_to_end(line)
+            return True
+        if len(s) >= self.ways:
+            s.popitem(last=False)
+        s[line] = True
+        return False
+
+
+def spmm_stream_ref(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
+                    levels, l2_private, l3_private, n_streams, pf_dist, pf_degree):
+    """Reference of spmm_stream: levels = the (tags, stamps) pairs of fresh L1, L2, L3 arrays."""
+    n_groups, n_threads = starts.shape
+    l1, l2, l3 = (_RefLevel(t.shape[0], t) for t, _ in levels)
+    counts = np.zeros((n_groups, n_threads, N_COUNTS), np.int64)
+    # stream table per thread: [last line, furthest prefetched, stamp]; never-used entries have
+    # stamp 0 and are taken lowest index first, as in the kernel
+    streams = [[[-10, -10, 0] for _ in range(n_streams)] for _ in range(n_threads)]
+    clock = [0]
+
+    def access(line, t, cnt):
+        clock[0] += 1
+        if l1.lookup(t, line):
+            cnt[L1_HIT] += 1
+            return
+        c2, c3 = (t if l2_private else 0), (t if l3_private else 0)
+        if l2.lookup(c2, line):
+            cnt[L2_HIT] += 1
+        elif l3.lookup(c3, line):
+            cnt[L3_HIT] += 1
+        else:
+            cnt[DRAM] += 1
+        if n_streams == 0 or pf_dist == 0:
+            return
+        st = streams[t]
+        hit = next((s for s in st if s[0] == line - 1), None)
+        if hit is None:
+            victim = min(st, key=lambda s: s[2])   # min() keeps the first of equal stamps
+            victim[:] = [line, line, clock[0]]
+            return
+        hit[0], hit[2] = line, clock[0]
+        stop = min(line + pf_dist, max(hit[1] + 1, line + 1) + pf_degree - 1)
+        for p in range(max(hit[1] + 1, line + 1), stop + 1):
+            clock[0] += 1
+            if not l2.lookup(c2, p):
+                if l3.lookup(c3, p):
+                    cnt[PF_L3] += 1
+                else:
+                    cnt[PF_DRAM] += 1
+        hit[1] = max(hit[1], stop)
+
+    shift = int(line_bytes).bit_length() - 1
+    last_idx = [-1] * n_threads
+    last_val = [-1] * n_threads
+    chunk = register_chunk if register_chunk > 0 else n_b
+    scratch = np.zeros(N_COUNTS, np.int64)
+    for g in range(n_groups):
+        for i in range(int(nrows[g].max())):
+            for t in range(n_threads):
+                if i >= nrows[g, t]:
+                    continue
+                cnt = counts[g, t] if measure[g] else scratch
+                r = int(starts[g, t]) + i
+                c_row = C_BASE + r * n_b * 4
+                for c0 in range(0, n_b, chunk):
+                    c1 = min(n_b, c0 + chunk)
+                    for jj in range(int(indptr[r]), int(indptr[r + 1])):
+                        li = (A_IDX_BASE + jj * 4) >> shift
+                        if li != last_idx[t]:
+                            last_idx[t] = li
+                            access(li, t, cnt)
+                        lv = (A_VAL_BASE + jj * 4) >> shift
+                        if lv != last_val[t]:
+                            last_val[t] = lv
+                            access(lv, t, cnt)
+                        b_row = B_BASE + int(indices[jj]) * n_b * 4
+                        for ln in range((b_row + c0 * 4) >> shift, ((b_row + c1 * 4 - 1) >> shift) + 1):
+                            access(ln, t, cnt)
+                        if register_chunk == 0:
+                            for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
+                                access(ln, t, cnt)
+                    if register_chunk > 0:
+                        for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
+                            access(ln, t, cnt)
+    return counts

@@ -1,0 +1,106 @@
+"""Training memory footprint per device, and the largest mini-batch (in steps of 32) that fits.
+
+Counted from the workload's tensor shapes, as PyTorch autograd keeps them for the backward:
+  activations: every conv/FC input (WGC needs I); the pre-BN conv output of a conv with BN (BN's
+    backward needs its input); the output of every ReLU (in-place ReLU keeps its result); a max
+    pool's input and its argmax indices (int64 per output element). A tensor kept by several ops
+    is counted once (by name).
+  backward transients: the largest layer's dO plus dI alive at once.
+  workspace: the explicit-GEMM (im2col) buffer of the largest layer: N*P*Q*C*R*S elements, the
+    upper end of what cuDNN's algorithms ask for.
+  weights, gradients, optimizer state: fp32 master weights, gradients and SGD momentum (4 B each).
+  reserved: CUDA context and allocator slack, from the cluster's device section.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.workload import Workload
+
+PARAM_BYTES = 4
+INDEX_BYTES = 8   # max-pool argmax indices are int64 in PyTorch
+BATCH_STEP = 32
+
+
+@dataclass(frozen=True)
+class Footprint:
+    batch: int
+    activations: int
+    transients: int
+    workspace: int
+    weights: int
+    gradients: int
+    optimizer: int
+    reserved: int
+
+    @property
+    def total(self) -> int:
+        return (self.activations + self.transients + self.workspace + self.weights
+                + self.gradients + self.optimizer + self.reserved)
+
+    def to_json(self) -> dict:
+        return {**{k: getattr(self, k) for k in ("batch", "activations", "transients", "workspace",
+                                                "weights", "gradients", "optimizer", "reserved")},
+                "total": self.total}
+
+
+def tensor_elems(workload: Workload) -> dict[str, int]:
+    """Elements per sample of every named tensor, following the ops with the layers' widths."""
+    layers = {l.name: l for l in workload.layers}
+    c, h, w = workload.input_shape
+    shp = {"x": (c, h, w)}
+    for l in workload.layers:            # declared tensors (capture) enter via their consumers
+        shp.setdefault(l.in_tensor, (l.c_in, l.h, l.w) if l.op == "conv" else (l.c_in, 1, 1))
+    for op in workload.ops:
+        kind = op["op"]
+        if kind in ("conv", "fc"):
+            l = layers[op["name"]]
+            shp[op["out"]] = (l.c_out, l.p, l.q)
+        elif kind == "pool":
+            ci, hi, wi = shp[op["in"]]
+            if op.get("global", False):
+                shp[op["out"]] = (ci, 1, 1)
+            else:
+                k = op["kernel"]
+                s, pd = op.get("stride", k), op.get("pad", 0)
+                shp[op["out"]] = (ci, (hi + 2 * pd - k) // s + 1, (wi + 2 * pd - k) // s + 1)
+        else:
+            shp[op["out"]] = shp[op["in"][0]]
+    return {t: a * b * d for t, (a, b, d) in shp.items()}
+
+
+def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: int = 0) -> Footprint:
+    el = tensor_elems(workload)
+    layers = {l.name: l for l in workload.layers}
+    kept: set[str] = set()
+    extra = 0            # per-sample elements not named in the graph (pre-BN outputs)
+    index_elems = 0
+    for op in workload.ops:
+        kind = op["op"]
+        if kind in ("conv", "fc"):
+            kept.add(op["in"])
+            if kind == "conv" and layers[op["name"]].bn:
+                extra += el[op["out"]]
+        elif kind == "pool" and op["kind"] == "max":
+            kept.add(op["in"])
+            index_elems += el[op["out"]]
+        if op.get("relu", False):
+            kept.add(op["out"])
+    act = batch * ((sum(el[t] for t in kept) + extra) * activation_bytes + index_elems * INDEX_BYTES)
+    trans = max(batch * (el[l.in_tensor] + el[l.out_tensor]) * activation_bytes
+                for l in workload.layers)
+    ws = max(batch * l.p * l.q * l.c_in * l.r * l.s * activation_bytes for l in workload.layers)
+    params = workload.params()
+    return Footprint(batch, act, trans, ws, params * PARAM_BYTES, params * PARAM_BYTES,
+                     params * PARAM_BYTES, int(reserved))
+
+
+def max_batch(workload: Workload, capacity: float, activation_bytes: int, reserved: int = 0,
+              step: int = BATCH_STEP, limit: int = 1 << 16) -> int:
+    """Largest multiple of `step` whose footprint fits `capacity` bytes (0 if not even one step)."""
+    best = 0
+    b = step
+    while b <= limit and footprint(workload, b, activation_bytes, reserved).total <= capacity:
+        best = b
+        b += step
+    return best

@@ -1,0 +1,359 @@
+"""Whole training runs epoch by epoch: PruneTrain channel trajectories, dynamic mini-batch, per-epoch
+compute, communication and FLOPs, for any method (dense is the trivial trajectory).
+
+Channel trajectory: per layer (c_in, c_out) from epoch e on. Either a file
+  YAML: {schema: 1, workload: NAME, points: {EPOCH: {LAYER: [c_in, c_out], ...}, ...}}
+  CSV : header epoch,layer,c_in,c_out
+(a layer missing from a point keeps its dense widths; a point holds until the next one), or the
+parametric model below. Widths change only at reconfiguration epochs (every `interval` epochs).
+
+Parametric model (documented assumptions, NOT fitted to the published Table 1): every channel space
+s (tensors tied by residual adds and pools share one, sim.workload) keeps the fraction
+    keep_s(e) = k_s + (1 - k_s) * exp(-e / tau),   tau = tau_frac * epochs,
+sampled at each reconfiguration epoch, width = max(1, round(keep * C)) (so odd counts arise as in
+real PruneTrain runs). k_s = `keep` (0.5) for plain spaces and `residual_keep` (0.75) for residual
+nodes, where the channel union keeps any channel one of the sharing convs still uses;
+tau_frac = 0.2: the group lasso zeroes most channels early, then the counts level off. The
+network input and the classifier outputs are never pruned. All three are round numbers; the model
+has no dependence on the lasso ratio rho (a captured trajectory is what resolves that).
+
+Dynamic mini-batch (METHODS.md 3): after each reconfiguration the per-device batch grows in steps of
+32 while the memory footprint (sim.system.memory) fits; the learning rate scales by the same ratio.
+Two capacities: "device" (the cluster's device memory minus its reserve) and "relative" (the
+initial batch is taken to fill the device: capacity = the dense footprint at the initial batch).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sim.errors import ConfigError
+from sim.methods.prunetrain import space_channels
+from sim.system.collectives import levels_of
+from sim.system.memory import BATCH_STEP, footprint
+from sim.system.timeline import (IterationResult, layer_times, optimizer_seconds,
+                                 simulate_iteration)
+from sim.workload import Workload, lower
+from sim.yamlio import load_yaml_file
+
+# training-set sizes; the iterations per epoch follow from them
+DATASET_SAMPLES = {"cifar10": 50_000, "cifar100": 50_000, "imagenet": 1_281_167}
+# [V] CIFAR: Krizhevsky 2009 (50,000 training images); ImageNet-1k: ILSVRC2012 train set
+DEFAULT_EPOCHS = {"cifar10": 182, "cifar100": 182, "imagenet": 90}      # [U] common schedules
+DEFAULT_BATCH = {"cifar10": 128, "cifar100": 128, "imagenet": 64}       # PruneTrain's initial batches
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    points: tuple[tuple[int, tuple[tuple[str, int, int], ...]], ...]   # (epoch, ((layer, cin, cout)))
+    source: str
+
+    def widths_at(self, epoch: int) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for e, ws in self.points:
+            if e <= epoch:
+                out = {n: (a, b) for n, a, b in ws}
+        return out
+
+
+def apply_widths(workload: Workload, widths: dict[str, tuple[int, int]]) -> Workload:
+    """The workload with some layers narrowed (pure: returns a new Workload)."""
+    if not widths:
+        return workload
+    layers = tuple(replace(l, c_in=widths[l.name][0], c_out=widths[l.name][1])
+                   if l.name in widths else l for l in workload.layers)
+    return replace(workload, layers=layers)
+
+
+def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: float = 0.5,
+                          residual_keep: float = 0.75, tau_frac: float = 0.2) -> Trajectory:
+    chans = space_channels(workload)
+    first, last = workload.layers[0], workload.layers[-1]
+    fixed = {first.in_space} | ({last.out_space} if last.op == "fc" else set())
+    residual = {l.residual_node for l in workload.layers if l.residual_node}
+    tau = max(tau_frac * epochs, 1e-9)
+    pts = [(0, ())]
+    for e in range(interval, epochs, interval):
+        width = {}
+        for s, c in chans.items():
+            k = residual_keep if s in residual else keep
+            width[s] = c if s in fixed else max(1, round(c * (k + (1 - k) * math.exp(-e / tau))))
+        ws = []
+        for l in workload.layers:
+            cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
+            ws.append((l.name, cin, width[l.out_space]))
+        pts.append((e, tuple(ws)))
+    return Trajectory(tuple(pts), f"parametric model (keep={keep}, residual_keep={residual_keep}, "
+                                  f"tau_frac={tau_frac}, interval={interval})")
+
+
+def parse_model_spec(text: str) -> dict[str, float]:
+    """'model' or 'model:keep=0.4,residual_keep=0.7,tau_frac=0.3' -> keyword arguments."""
+    _, _, rest = text.partition(":")
+    out = {}
+    for part in filter(None, rest.split(",")):
+        k, eq, v = part.partition("=")
+        if not eq or k not in ("keep", "residual_keep", "tau_frac"):
+            raise ConfigError(None, "--trajectory", f"bad model parameter {part!r} (keep, "
+                              "residual_keep, tau_frac)")
+        try:
+            x = float(v)
+        except ValueError:
+            raise ConfigError(None, "--trajectory", f"{k}={v!r} is not a number") from None
+        if not 0 < x <= 1:
+            raise ConfigError(None, "--trajectory", f"{k}={v} must be in (0, 1]")
+        out[k] = x
+    return out
+
+
+def load_trajectory(path: str | Path, workload: Workload) -> Trajectory:
+    """Read a YAML or CSV trajectory; every problem names the file and the field."""
+    p = Path(path)
+    file = str(p)
+    raw: dict[int, dict[str, tuple]] = {}
+    if p.suffix == ".csv":
+        try:
+            with open(p, newline="", encoding="utf-8") as f:
+                rd = csv.DictReader(f)
+                if rd.fieldnames is None or set(rd.fieldnames) != {"epoch", "layer", "c_in", "c_out"}:
+                    raise ConfigError(file, "header", "expected columns epoch,layer,c_in,c_out")
+                for i, row in enumerate(rd, start=2):
+                    try:
+                        e, a, b = int(row["epoch"]), int(row["c_in"]), int(row["c_out"])
+                    except (TypeError, ValueError):
+                        raise ConfigError(file, f"line {i}", "epoch, c_in and c_out must be "
+                                          "integers") from None
+                    raw.setdefault(e, {})[row["layer"]] = (a, b, f"line {i}")
+        except FileNotFoundError:
+            raise ConfigError(file, None, "no such file") from None
+    else:
+        doc = load_yaml_file(p, ConfigError)
+        if not isinstance(doc, dict) or "points" not in doc:
+            raise ConfigError(file, "points", "missing (expected {points: {EPOCH: {LAYER: "
+                              "[c_in, c_out]}}})")
+        if doc.get("workload") not in (None, workload.name):
+            raise ConfigError(file, "workload", f"trajectory is for {doc['workload']!r}, not "
+                              f"{workload.name!r}")
+        if not isinstance(doc["points"], dict):
+            raise ConfigError(file, "points", "expected a mapping of epoch to layers")
+        for e, layers in doc["points"].items():
+            if isinstance(e, bool) or not isinstance(e, int):
+                raise ConfigError(file, f"points.{e}", "epoch must be an integer")
+            if not isinstance(layers, dict):
+                raise ConfigError(file, f"points.{e}", "expected a mapping of layer to [c_in, c_out]")
+            for n, v in layers.items():
+                f = f"points.{e}.{n}"
+                if not (isinstance(v, list) and len(v) == 2
+                        and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+                    raise ConfigError(file, f, "expected [c_in, c_out] integers")
+                raw.setdefault(e, {})[str(n)] = (v[0], v[1], f)
+    by_name = {l.name: l for l in workload.layers}
+    pts = []
+    for e in sorted(raw):
+        if e < 0:
+            raise ConfigError(file, f"epoch {e}", "epochs start at 0")
+        ws = []
+        for n, (a, b, f) in raw[e].items():
+            if n not in by_name:
+                raise ConfigError(file, f, f"no layer {n!r} in workload {workload.name}")
+            l = by_name[n]
+            if not (1 <= a <= l.c_in and 1 <= b <= l.c_out):
+                raise ConfigError(file, f, f"widths ({a}, {b}) outside 1..({l.c_in}, {l.c_out})")
+            if l.groups > 1 and (a, b) != (l.c_in, l.c_out):
+                raise ConfigError(file, f, "grouped convs cannot be narrowed by this model")
+            ws.append((n, a, b))
+        pts.append((e, tuple(ws)))
+    if not pts:
+        raise ConfigError(file, "points", "no trajectory points")
+    return Trajectory(tuple(pts), f"file {file}")
+
+
+# ------------------------------------------------------------------------------------ FLOPs
+
+def gemm_flops(workload: Workload, batch: int) -> int:
+    """FWD + AGBP (where needed) + WGC flops of one iteration on one device."""
+    tot = 0
+    for l in workload.layers:
+        for ph, g in lower(l, batch).items():
+            if ph != "agbp" or l.needs_agbp:
+                tot += g.flops
+    return tot
+
+
+def authors_macs(workload: Workload, batch: int) -> int:
+    """PruneTrain authors' accounting (METHODS.md 3): conv N*(2*C*R*S*K*P^2 + (H+pad)^2*K*R*S*C),
+    FC 3*K*C*N. We read '(H + pad)' as the padded input side H + 2*pad."""
+    tot = 0
+    for l in workload.layers:
+        if l.op == "fc":
+            tot += 3 * l.c_out * l.c_in * batch
+        else:
+            crs_k = l.c_in // l.groups * l.r * l.s * l.c_out
+            tot += batch * (2 * crs_k * l.p * l.q + (l.h + 2 * l.pad) * (l.w + 2 * l.pad) * crs_k)
+    return tot
+
+
+# ------------------------------------------------------------------------------------ runs
+
+@dataclass(frozen=True)
+class Epoch:
+    epoch: int
+    batch: int
+    lr_scale: float
+    iterations: int
+    iteration: IterationResult
+    seconds: float
+    comm_bytes: int
+    comm_seconds: float
+    exposed_comm_seconds: float
+    flops: int           # per device, whole epoch (FWD + AGBP + WGC GEMMs)
+    authors_macs: int    # per device, whole epoch, PruneTrain authors' accounting
+    params: int
+    memory_bytes: int
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "batch": self.batch, "lr_scale": self.lr_scale,
+                "iterations": self.iterations, "seconds": self.seconds,
+                "iteration_seconds": self.iteration.seconds, "comm_bytes": self.comm_bytes,
+                "comm_seconds": self.comm_seconds, "exposed_comm_seconds": self.exposed_comm_seconds,
+                "flops": self.flops, "authors_macs": self.authors_macs, "params": self.params,
+                "memory_bytes": self.memory_bytes, "skipped_wgc_bytes_per_iteration":
+                    self.iteration.skipped_bytes}
+
+
+@dataclass(frozen=True)
+class Run:
+    method: str
+    workload: str
+    devices: int
+    timing_source: str
+    trajectory: str
+    epochs: tuple[Epoch, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def train_seconds(self) -> float:
+        return sum(e.seconds for e in self.epochs)
+
+    @property
+    def comm_bytes(self) -> int:
+        return sum(e.comm_bytes for e in self.epochs)
+
+    @property
+    def comm_seconds(self) -> float:
+        return sum(e.comm_seconds for e in self.epochs)
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "workload": self.workload, "devices": self.devices,
+                "timing_source": self.timing_source, "trajectory": self.trajectory,
+                "train_seconds": self.train_seconds, "comm_bytes": self.comm_bytes,
+                "comm_seconds": self.comm_seconds,
+                "exposed_comm_seconds": sum(e.exposed_comm_seconds for e in self.epochs),
+                "flops": sum(e.flops * self.devices for e in self.epochs),
+                "notes": list(self.notes), "per_epoch": [e.to_json() for e in self.epochs]}
+
+
+def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserved: int,
+                cap: int) -> int:
+    """Grow in steps of 32 while the footprint fits; never past `cap` (the global batch may not
+    exceed the training set)."""
+    while batch + BATCH_STEP <= cap and \
+            footprint(w, batch + BATCH_STEP, act_bytes, reserved).total <= capacity:
+        batch += BATCH_STEP
+    return batch
+
+
+def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int,
+                 trajectory: Trajectory | None = None, dynamic_batch: str | None = None,
+                 engine: str = "auto", samples: int | None = None) -> Run:
+    """Per-epoch simulated time, communication and FLOPs.
+
+    method: a MethodSpec. trajectory: widths over epochs (None: dense). dynamic_batch: None,
+    "device" or "relative" (see the module docstring). Distinct (widths, batch) pairs are simulated
+    once and reused across epochs."""
+    from sim.methods.schedule import applies, paper_schedule
+    samples = samples or DATASET_SAMPLES.get(workload.dataset or "", None)
+    if samples is None:
+        raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
+                          f"{workload.dataset!r} (known: {', '.join(DATASET_SAMPLES)})")
+    dev, tr = cluster.device, cluster.training
+    act = int(tr.activation_bytes.value)
+    reserved = int(dev.reserved.value)
+    levels = levels_of(cluster)
+    notes = []
+    capacity = None
+    if dynamic_batch == "device":
+        capacity = dev.memory.value
+    elif dynamic_batch == "relative":
+        capacity = footprint(workload, batch, act, reserved).total
+    if capacity is not None and footprint(workload, batch, act, reserved).total > capacity:
+        notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the memory "
+                     "model; kept anyway")
+    # which layers skip WGC (and, for zero, the all-reduce) at each batch of the schedule period
+    skip_sets: list[frozenset[str]] = [frozenset()]
+    comm_skip = False
+    if method.id in ("zero", "random"):
+        table = paper_schedule(method.get("schedule"), len(workload.convs))
+        skip_sets = [frozenset(c.name for i, c in enumerate(workload.convs) if applies(table, i, b))
+                     for b in range(table.shape[1])]
+        comm_skip = method.id == "zero"
+        if method.id == "random":
+            notes.append("random: WGC skipped, generated dW still all-reduced; generation cost "
+                         "not charged")
+    elif method.id.startswith("sdgp-"):
+        notes.append(f"{method.id}: AGBP on the engine's n:m sparse tensor cores (nominal density "
+                     "n/m, pruning and compression passes charged); roofline fallback: dense")
+    elif method.id not in ("dense", "prunetrain"):
+        notes.append(f"{method.id}: per-layer compute effect not wired at system level; dense "
+                     "layer times and unchanged communication")
+    cache: dict = {}
+
+    def stats(widths: dict, w: Workload, b: int):
+        """Mean over the schedule period of one iteration at batch b (memoized)."""
+        key = (tuple(sorted(widths.items())), b)
+        if key not in cache:
+            timing = layer_times(w, b, dev, tr, engine, method)
+            opt = optimizer_seconds(w.params(), dev.mem_bandwidth.value)
+            its = []
+            for s in skip_sets:
+                lt = timing.layers
+                if s and not comm_skip:  # random: compute skipped, communication kept
+                    lt = tuple(replace(x, wgc=0.0) if x.name in s else x for x in lt)
+                    s = frozenset()
+                its.append(simulate_iteration(lt, levels, tr.bucket.value, opt, s))
+            mean = lambda f: sum(f(i) for i in its) / len(its)
+            cache[key] = dict(first=its[0], seconds=mean(lambda i: i.seconds),
+                              comm_bytes=mean(lambda i: i.comm_bytes),
+                              comm_seconds=mean(lambda i: i.comm_seconds),
+                              exposed=mean(lambda i: i.exposed_comm_seconds),
+                              flops=gemm_flops(w, b), macs=authors_macs(w, b), params=w.params(),
+                              memory=footprint(w, b, act, reserved).total, source=timing.source)
+        return cache[key]
+
+    out = []
+    b = batch
+    last_widths = None
+    source = ""
+    nd = cluster.devices
+    for e in range(epochs):
+        widths = trajectory.widths_at(e) if trajectory else {}
+        w = apply_widths(workload, widths)
+        if capacity is not None and widths != last_widths and e > 0:
+            b = _grow_batch(w, b, capacity, act, reserved, samples // nd)
+        last_widths = widths
+        st = stats(widths, w, b)
+        source = st["source"]
+        # full iterations at batch b, then one partial iteration with what is left of the epoch
+        n_full = samples // (b * nd)
+        rem_b = math.ceil((samples - n_full * b * nd) / nd)
+        parts = [(n_full, st)] + ([(1, stats(widths, w, rem_b))] if rem_b else [])
+        tot = lambda k: sum(n * x[k] for n, x in parts)
+        out.append(Epoch(e, b, b / batch, n_full + (1 if rem_b else 0), st["first"], tot("seconds"),
+                         int(round(tot("comm_bytes"))), tot("comm_seconds"), tot("exposed"),
+                         tot("flops"), tot("macs"), st["params"], st["memory"]))
+    if dynamic_batch:
+        notes.append("learning rate scaled by batch / initial batch (lr_scale), as PruneTrain does")
+    return Run(method.label, workload.name, cluster.devices, source,
+               trajectory.source if trajectory else "dense (no trajectory)", tuple(out), tuple(notes))
