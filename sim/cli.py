@@ -189,8 +189,50 @@ def build_parser() -> argparse.ArgumentParser:
                    help="method spec, repeatable (default: dense, dbtd:p=0.99, sdgp-mag:nm=2:4, "
                         "approx:schedule=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the methods' random streams")
+    p.add_argument("--cluster", default=None, help="cluster YAML: add the training-level estimate")
+    p.add_argument("--layers", action="store_true", help="per-layer timing table too")
+    p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")
+
+    # --- workflows ------------------------------------------------------------------------------
+    p = sub.add_parser("sweep", help="run the cartesian product of hardware, workloads/traces, methods")
+    p.add_argument("--hw", action="append", default=[], metavar="FILE_OR_GLOB", required=True,
+                   help="hwconfig files, bundled names or globs (repeatable)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", action="append", default=None,
+                     help="zoo workloads (synthetic trace from fitted statistics; repeatable)")
+    src.add_argument("--trace", action="append", default=None, help="trace directories (repeatable)")
+    p.add_argument("--method", action="append", default=[], help="method specs (repeatable)")
+    p.add_argument("--batch", type=_positive_int, default=None,
+                   help="batch for workloads (default: 64; traces keep theirs)")
+    p.add_argument("--grid", default=None, help="YAML of hwconfig parameter grids")
+    p.add_argument("--db", required=True, help="result store (SQLite), resumable")
+    p.add_argument("--jobs", type=_positive_int, default=None, help="local worker processes")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on an existing Dask distributed scheduler")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache", default=None, help="synthetic-trace cache directory")
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    _handler(p, "sim.results.sweep:cmd_sweep")
+    p = sub.add_parser("export", help="export a result store to CSV (or Parquet)")
+    p.add_argument("db", help="result store (SQLite)")
+    p.add_argument("--csv", default=None, help="CSV file to write")
+    p.add_argument("--parquet", default=None, help="Parquet file to write (needs pyarrow)")
+    p.add_argument("--kind", default="network", choices=("network", "layer"),
+                   help="network-level rows (default) or per-layer rows")
+    _handler(p, "sim.results.store:cmd_export")
+    p = sub.add_parser("plot", help="plots from a result store")
+    p.add_argument("db", help="result store (SQLite)")
+    p.add_argument("--kind", required=True, choices=("speedup", "layers", "tta", "comm", "pareto"))
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf")
+    _handler(p, "analysis.plots:cmd_plot")
+    p = sub.add_parser("validate", help="compute every published result from the models; compare")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--out", default="docs/validation.md", help="report to write")
+    p.add_argument("--quick", action="store_true", help="skip the slowest rows")
+    _handler(p, "analysis.validation:cmd_validate")
     return ap
 
 
