@@ -1,33 +1,55 @@
-"""Replay: the main job. Streams a trace layer by layer through the methods and whatever engines exist.
+"""Replay: the main job. Streams a trace layer by layer through the methods and every engine.
 
-Per captured iteration and layer: the lowered GEMM shapes, the gradient statistics of dO, and for
-each method the operand density it produces and its own work. Rows are printed as each layer
-finishes, so nothing accumulates but the per-method running sums of the summary.
+`replay_layers` is a generator: per captured (iteration, layer) it computes each method's result
+once, on the recorded tensor, and hands it to every hardware engine (so a sweep over many hwconfigs
+pays for the trace statistics once per method). `Totals` keeps only per-(hardware, method) running
+sums and turns them into network-level records. `cmd_replay` prints rows as layers finish.
 """
 from __future__ import annotations
 
 import importlib
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator
 
 from analysis.tables import StreamTable, format_table
+from sim import __version__
 from sim.errors import ConfigError
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
 from sim.methods import MethodSpec, apply_method, parse_method, stream_key
 from sim.methods.base import MethodResult, scale_work
-from sim.traces.format import open_trace
+from sim.traces.format import Trace, open_trace
 from sim.traces.inspect import finite_or_none
 from sim.traces.stats import layer_stats
 from sim.workload import Layer, lower
 
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
+PHASES = ("fwd", "agbp", "wgc")
 
 
-def _engines(paths: list[str]) -> list[tuple[HwConfig, object]]:
+def engines_for(hws: list[HwConfig | str]) -> list[tuple[HwConfig, object]]:
+    """(hwconfig, engine module) pairs; strings are loaded (names or paths)."""
     out = []
-    for p in paths:
-        hw = load_hwconfig(p)
+    for h in hws:
+        hw = h if isinstance(h, HwConfig) else load_hwconfig(h)
         out.append((hw, importlib.import_module(KINDS[hw.kind])))
+    return out
+
+
+def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
+    out = []
+    for t in texts or DEFAULT_METHODS:
+        try:
+            spec = parse_method(t)
+        except ValueError as e:
+            raise ConfigError(None, "--method", str(e)) from None
+        if spec.id == "prunetrain":
+            raise ConfigError(None, "--method", "prunetrain needs a channel trajectory, not a "
+                              "gradient trace (use `prunesim train`)")
+        out.append(spec)
+    if not any(m.id == "dense" for m in out):
+        out.insert(0, parse_method("dense"))  # every speedup is relative to dense
     return out
 
 
@@ -39,13 +61,111 @@ def layer_kernels(hw: HwConfig, engine, layer: Layer, batch: int, mr: MethodResu
     batch; the method's own kernels are charged once, on the first phase it touches.
     """
     gemms = lower(layer, batch)
-    run = [ph for ph in ("fwd", "agbp", "wgc") if ph != "agbp" or layer.needs_agbp]
+    run = [ph for ph in PHASES if ph != "agbp" or layer.needs_agbp]
     charge_at = next((ph for ph in run if mr is not None and ph in mr.phases), None)
-    out = {}
-    for ph in run:
-        out[ph] = engine.simulate_phase(gemms[ph], mr, hw, layer=layer, batch=batch, seed=seed,
-                                        charge_method=(ph == charge_at) if mr else None)
-    return out
+    return {ph: engine.simulate_phase(gemms[ph], mr, hw, layer=layer, batch=batch, seed=seed,
+                                      charge_method=(ph == charge_at) if mr else None)
+            for ph in run}
+
+
+def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[HwConfig, object]],
+                  seed: int = 0, iteration: int | None = None) -> Iterator[dict]:
+    """Per recorded (iteration, layer): shapes, dO statistics, and per method its density, work and
+    per-hardware phase seconds (with the method-overhead share)."""
+    w = trace.workload
+    conv_index = {l.name: i for i, l in enumerate(w.convs)}
+    need_csr = any(hw.kind == "cpu" for hw, _ in engines)
+    scale = trace.batch / trace.recorded_batch
+    for rec, arr in trace.stream("dO", iteration=iteration):
+        layer = w.layer(rec.layer)
+        g = lower(layer, trace.batch)
+        per_method = {}
+        for m in methods:
+            res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
+                               batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
+                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr)
+            mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
+            entry = {"density": res.density, "structure": res.structure,
+                     "work": res.work.as_dict(), "seconds": {}, "overhead": {},
+                     **{k: v for k, v in res.extra.items() if k != "work_scaled_by"}}
+            for hw, engine in engines:
+                ks = layer_kernels(hw, engine, layer, trace.batch, mr, seed)
+                entry["seconds"][hw.name] = {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
+                entry["overhead"][hw.name] = sum(k.seconds for kl in ks.values() for k in kl
+                                                 if k.kernel.endswith("-overhead"))
+            per_method[m.label] = entry
+        yield {"iteration": rec.iteration, "epoch": rec.epoch, "layer": rec.layer, "op": layer.op,
+               "block": layer.block, "shape": list(rec.shape),
+               "agbp_mnk": [g["agbp"].m, g["agbp"].n, g["agbp"].k],
+               "wgc_mnk": [g["wgc"].m, g["wgc"].n, g["wgc"].k], "stats": layer_stats(arr),
+               "methods": per_method}
+
+
+@dataclass
+class Totals:
+    """Running sums over replayed layers; nothing per layer is kept."""
+
+    trace: Trace
+    methods: list[MethodSpec]
+    engines: list[tuple[HwConfig, object]]
+    seed: int = 0
+    iterations: set = field(default_factory=set)
+    dens: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
+    time: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+
+    def add(self, row: dict) -> None:
+        self.iterations.add(row["iteration"])
+        for label, e in row["methods"].items():
+            if row["op"] == "conv":
+                self.dens[label][0] += e["density"]
+                self.dens[label][1] += 1
+            for hw, sec in e["seconds"].items():
+                t = self.time[(hw, label)]
+                for ph, v in sec.items():
+                    t[ph] += v
+                t["overhead"] += e["overhead"][hw]
+
+    def mean_density(self) -> dict[str, float]:
+        return {m.label: self.dens[m.label][0] / self.dens[m.label][1]
+                for m in self.methods if self.dens[m.label][1]}
+
+    def records(self) -> list[dict]:
+        """One flat record per (hardware, method): per-iteration phase times and speedups."""
+        n = max(1, len(self.iterations))
+        dens = self.mean_density()
+        tr = self.trace
+        out = []
+        for hw, _ in self.engines:
+            base = self.time.get((hw.name, "dense"))
+            for m in self.methods:
+                t = self.time[(hw.name, m.label)]
+                fwd, agbp, wgc = t["fwd"] / n, t["agbp"] / n, t["wgc"] / n
+                rec = {"prunesim": __version__, "hw": hw.name, "hw_kind": hw.kind,
+                       "hw_checksum": hw.checksum, "workload": tr.workload.name,
+                       "trace": str(tr.path), "trace_checksum": trace_checksum(tr),
+                       "batch": tr.batch, "iterations": n, "seed": self.seed,
+                       "method": m.label, "method_id": m.id,
+                       "method_params": json.dumps(dict(m.params), sort_keys=True),
+                       "density": dens.get(m.label), "fwd_s": fwd, "agbp_s": agbp, "wgc_s": wgc,
+                       "overhead_s": t["overhead"] / n, "backprop_s": agbp + wgc,
+                       "step_s": fwd + agbp + wgc}
+                if base is not None:
+                    bbp = (base["agbp"] + base["wgc"]) / n
+                    bstep = bbp + base["fwd"] / n
+                    rec["backprop_speedup"] = bbp / rec["backprop_s"] if rec["backprop_s"] else None
+                    rec["step_speedup"] = bstep / rec["step_s"] if rec["step_s"] else None
+                out.append(rec)
+        return out
+
+
+def trace_checksum(trace: Trace) -> str:
+    """A content checksum of a trace: the SHA-256 of its manifest, which holds every tensor's."""
+    import hashlib
+    return hashlib.sha256((trace.path / "manifest.json").read_bytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI
 
 
 def _name(v) -> str:
@@ -58,128 +178,85 @@ def _short(m: MethodSpec) -> str:
     return f"{m.id} {vals}".strip()
 
 
-def _methods(texts: list[str]) -> list[MethodSpec]:
-    out = []
-    for t in texts or DEFAULT_METHODS:
-        try:
-            spec = parse_method(t)
-        except ValueError as e:
-            raise ConfigError(None, "--method", str(e)) from None
-        if spec.id == "prunetrain":
-            raise ConfigError(None, "--method", "prunetrain needs a channel trajectory, not a "
-                              "gradient trace (see the system model)")
-        out.append(spec)
-    return out
-
-
 def cmd_replay(args) -> int:
     trace = open_trace(args.trace)
-    engines = _engines(args.hw)
-    hw_names = [hw.name for hw, _ in engines]
-    methods = _methods(getattr(args, "method", []))
+    engines = engines_for(args.hw)
+    methods = parse_methods(getattr(args, "method", []))
+    seed = getattr(args, "seed", 0)
+    store = None
+    if getattr(args, "db", None):
+        from sim.results.store import ResultStore
+        store = ResultStore(args.db)
+    if getattr(args, "cluster", None):
+        raise ConfigError(args.cluster, "--cluster", "the training-level estimate inside replay "
+                          "is not wired yet: use `prunesim train --cluster`")
     w = trace.workload
     prov = trace.provenance
-    seed = getattr(args, "seed", 0)
-    conv_index = {l.name: i for i, l in enumerate(w.convs)}
-    n_conv = len(w.convs)
     if not args.json:
         print(f"trace {trace.path}: workload {w.name}, batch {trace.batch} "
-              f"(recorded {trace.recorded_batch} per batch), captured under {_name(prov.get('method'))}, "
-              f"dataset {_name(prov.get('dataset'))}"
+              f"(recorded {trace.recorded_batch} per batch), captured under "
+              f"{_name(prov.get('method'))}, dataset {_name(prov.get('dataset'))}"
               + ("" if trace.complete else "  [capture was interrupted: partial trace]"))
-        if hw_names:
+        if engines:
             print("hardware: " + ", ".join(f"{hw.name} ({hw.kind})" for hw, _ in engines))
         print("methods: " + ", ".join(m.label for m in methods))
     header = ["iter", "layer", "block", "dO shape", "AGBP MxNxK", "mean |g|", "kurt"] + \
              [_short(m) for m in methods]
     table = StreamTable(header, [5, 22, 12, 14, 16, 9, 6] + [len(h) for h in header[7:]])
+    totals = Totals(trace, methods, engines, seed)
     rows_out = []
-    dens_sum: dict[str, float] = defaultdict(float)
-    dens_n: dict[str, int] = defaultdict(int)
-    # (hw, method) -> phase -> seconds summed over layers and iterations; plus method overhead
-    timing: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    iterations = set()
-    need_csr = any(hw.kind == "cpu" for hw, _ in engines)
-    scale = trace.batch / trace.recorded_batch
-    for rec, arr in trace.stream("dO", iteration=args.iteration):
-        layer = w.layer(rec.layer)
-        g = lower(layer, trace.batch)
-        st = layer_stats(arr)
-        per_method = {}
-        for m in methods:
-            res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
-                               batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
-                               batch_index=rec.iteration, n_conv=n_conv, build_csr=need_csr)
-            per_method[m.label] = {"density": res.density, "structure": res.structure,
-                                   "work": res.work.as_dict(), **res.extra}
-            mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
-            for hw, engine in engines:
-                t = timing[(hw.name, m.label)]
-                ks = layer_kernels(hw, engine, layer, trace.batch, mr, seed)
-                sec = {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
-                over = sum(k.seconds for kl in ks.values() for k in kl
-                           if k.kernel.endswith("-overhead"))
-                for ph, v in sec.items():
-                    t[ph] += v
-                t["overhead"] += over
-                per_method[m.label].setdefault("seconds", {})[hw.name] = sec
-            if layer.op == "conv":
-                dens_sum[m.label] += res.density
-                dens_n[m.label] += 1
-        iterations.add(rec.iteration)
-        row = {"iteration": rec.iteration, "epoch": rec.epoch, "layer": rec.layer,
-               "block": layer.block, "shape": list(rec.shape),
-               "agbp_mnk": [g["agbp"].m, g["agbp"].n, g["agbp"].k],
-               "wgc_mnk": [g["wgc"].m, g["wgc"].n, g["wgc"].k], "stats": st, "methods": per_method}
+    layer_rows = []
+    for row in replay_layers(trace, methods, engines, seed, args.iteration):
+        totals.add(row)
         if args.json:
             rows_out.append(row)
             continue
-        table.row([rec.iteration, rec.layer, layer.block, "x".join(map(str, rec.shape)),
+        st = row["stats"]
+        table.row([row["iteration"], row["layer"], row["block"], "x".join(map(str, row["shape"])),
                    "x".join(map(str, row["agbp_mnk"])), f"{st['mean_abs']:.2e}",
-                   f"{st['kurtosis']:.1f}"] + [f"{per_method[m.label]['density']:.4f}" for m in methods])
-    summary = {m.label: dens_sum[m.label] / dens_n[m.label] for m in methods if dens_n[m.label]}
-    perf = _performance(engines, methods, timing, max(1, len(iterations)))
+                   f"{st['kurtosis']:.1f}"] + [f"{row['methods'][m.label]['density']:.4f}"
+                                               for m in methods])
+        if getattr(args, "layers", False) and engines:
+            for m in methods:
+                for hw, _ in engines:
+                    sec = row["methods"][m.label]["seconds"][hw.name]
+                    layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
+                                       *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES)])
+    records = totals.records()
+    if store is not None:
+        for rec in records:
+            store.put(rec)
+        store.close()
     if args.json:
         print(json.dumps(finite_or_none({"trace": str(trace.path), "workload": w.name,
-                                         "batch": trace.batch, "hardware": hw_names,
-                                         "layers": rows_out, "mean_conv_density": summary,
-                                         "performance": perf}), indent=1))
+                                         "batch": trace.batch,
+                                         "hardware": [hw.name for hw, _ in engines],
+                                         "layers": rows_out,
+                                         "mean_conv_density": totals.mean_density(),
+                                         "performance": records}), indent=1))
         return 0
     print()
     print("mean operand density over conv layers and captured iterations "
           "(the average Ye et al. report in their Table 1):")
-    print(format_table(["method", "density"], [[k, f"{v:.4f}"] for k, v in summary.items()]))
-    if perf:
+    print(format_table(["method", "density"],
+                       [[k, f"{v:.4f}"] for k, v in totals.mean_density().items()]))
+    if layer_rows:
         print()
-        print(f"per training iteration at batch {trace.batch} (mean over {len(iterations)} captured "
-              "iterations; FC layers included; speedups over dense on the same hardware):")
+        print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us"],
+                           layer_rows))
+    if engines:
+        print()
+        print(f"per training iteration at batch {trace.batch} (mean over {len(totals.iterations)} "
+              "captured iterations; FC layers included; speedups over dense on the same hardware):")
         print(format_table(
-            ["hardware", "method", "FWD ms", "AGBP ms", "WGC ms", "overhead ms", "backprop x",
-             "step x"],
-            [[p["hw"], p["method"], f"{p['fwd_s'] * 1e3:.3f}", f"{p['agbp_s'] * 1e3:.3f}",
-              f"{p['wgc_s'] * 1e3:.3f}", f"{p['overhead_s'] * 1e3:.3f}",
-              f"{p['backprop_speedup']:.3f}", f"{p['step_speedup']:.3f}"] for p in perf]))
+            ["hardware", "method", "FWD ms", "AGBP ms", "WGC ms", "overhead ms", "overhead %",
+             "backprop x", "step x"],
+            [[r["hw"], r["method"], f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}",
+              f"{r['wgc_s'] * 1e3:.3f}", f"{r['overhead_s'] * 1e3:.3f}",
+              f"{100 * r['overhead_s'] / r['step_s']:.1f}" if r["step_s"] else "-",
+              f"{r['backprop_speedup']:.3f}", f"{r['step_speedup']:.3f}"] for r in records]))
         print("overhead = the methods' own kernels (thresholds, pruning, compression), included in "
               "the phase they belong to; backprop = AGBP + WGC")
+    if store is not None:
+        print(f"{len(records)} records stored in {args.db}")
     return 0
-
-
-def _performance(engines, methods, timing, n_iter: int) -> list[dict]:
-    out = []
-    for hw, _ in engines:
-        base = timing.get((hw.name, "dense"))
-        for m in methods:
-            t = timing[(hw.name, m.label)]
-            bp = (t["agbp"] + t["wgc"]) / n_iter
-            step = bp + t["fwd"] / n_iter
-            row = {"hw": hw.name, "method": m.label, "fwd_s": t["fwd"] / n_iter,
-                   "agbp_s": t["agbp"] / n_iter, "wgc_s": t["wgc"] / n_iter,
-                   "overhead_s": t["overhead"] / n_iter}
-            if base is not None:
-                bbp = (base["agbp"] + base["wgc"]) / n_iter
-                row["backprop_speedup"] = bbp / bp if bp > 0 else float("inf")
-                row["step_speedup"] = (bbp + base["fwd"] / n_iter) / step if step > 0 else float("inf")
-            else:
-                row["backprop_speedup"] = row["step_speedup"] = float("nan")
-            out.append(row)
-    return out
