@@ -126,7 +126,6 @@ class TraceWriter:
                 raise TraceError(self.path, None, "exists, is not empty and holds no trace; "
                                  "refusing to delete it")
             shutil.rmtree(self.path)
-        (self.path / "tensors").mkdir(parents=True)
         self.workload = workload
         self.batch = int(batch)
         self.batch_subsample = batch_subsample
@@ -138,7 +137,17 @@ class TraceWriter:
         self.log_rows: list[dict[str, Any]] = []
         self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.complete = False
+        # Born complete with its (empty) manifest: built under a hidden name and renamed into place,
+        # so a kill at any moment leaves either no directory or a readable one.
+        final = self.path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = final.with_name(f".{final.name}.creating{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "tensors").mkdir(parents=True)
+        self.path = staging
         self._write_manifest()
+        os.rename(staging, final)
+        self.path = final
 
     # -- tensors --------------------------------------------------------------------------------
     def _check_new(self, iteration: int, epoch: int, layer: str, kind: str) -> None:
