@@ -159,7 +159,7 @@ def find_hwconfig(name_or_path: str | os.PathLike, relative_to: Path | None = No
     for c in cands:
         if c.suffix in (".yaml", ".yml") and c.is_file():
             return c
-    f = _zoo_dir() / f"{name_or_path}.yaml"
+    f = _zoo_dir() / (p.name if p.suffix in (".yaml", ".yml") else f"{name_or_path}.yaml")
     if f.is_file():
         return f
     known = ", ".join(sorted(x.stem for x in _zoo_dir().glob("*.yaml")))
@@ -188,7 +188,11 @@ def _raw(path: Path, chain: tuple[str, ...] = ()) -> dict:
     if "base" in doc:
         if not isinstance(doc["base"], str):
             raise ConfigError(path, "base", "expected a hwconfig path or name")
-        base = _raw(find_hwconfig(doc["base"], path.parent), chain + (key,))
+        try:
+            base_path = find_hwconfig(doc["base"], path.parent)
+        except ConfigError as e:
+            raise ConfigError(path, "base", e.message) from None
+        base = _raw(base_path, chain + (key,))
         merged.update(base["params"])
         if kind is None:
             kind = base["kind"]
@@ -232,3 +236,43 @@ def load_hwconfig(name_or_path: str | os.PathLike) -> HwConfig:
                                                  for k, v in sorted(params.items())}}, sort_keys=True)
     return HwConfig(doc["name"], kind, str(doc["description"] or ""), params, file,
                     hashlib.sha256(canon.encode()).hexdigest())
+
+
+def with_overrides(hw: HwConfig, params: dict[str, Any], *, origin: str | os.PathLike | None = None,
+                   name: str | None = None) -> HwConfig:
+    """A variant of `hw` with some parameters replaced, validated exactly as a file's would be.
+
+    `params` maps a parameter name to a raw value as a hwconfig file would write it ('3000 GB/s',
+    132, ['2:4']) or to {value, source}. Errors name `origin` (e.g. a sweep grid file) and the
+    field. The variant's name defaults to 'base[k=v,...]' so records of variants never collide,
+    and its checksum covers the overridden values and sources like a file with `base:` would.
+    """
+    file = os.fspath(origin) if origin is not None else hw.path
+    spec = fields_for(hw.kind)
+    merged = dict(hw.params)
+    for pname, raw in params.items():
+        fld = f"params.{pname}"
+        if pname not in spec:
+            raise ConfigError(file, fld, f"unknown parameter for a {hw.kind} config ({hw.name}; "
+                              f"known: {', '.join(sorted(spec))})")
+        if isinstance(raw, dict):
+            if set(raw) - {"value", "source"} or "value" not in raw:
+                raise ConfigError(file, fld, "expected a value or {value: ..., source: ...}")
+            value, source = raw["value"], raw.get("source")
+            if not isinstance(source, str) or not source.strip():
+                raise ConfigError(file, fld + ".source", "every parameter needs a source")
+        else:
+            value, source = raw, f"override from {file}"
+        merged[pname] = Quantity(_check_value(spec[pname], value, file, fld), str(value), source)
+    # same canonical form as load_hwconfig, so the checksum means the same thing for both
+    canon = json.dumps({"kind": hw.kind, "params": {k: [str(v.written), v.source]
+                                                    for k, v in sorted(merged.items())}},
+                       sort_keys=True)
+    label = ",".join(f"{k}={_label(v['value'] if isinstance(v, dict) else v)}"
+                     for k, v in params.items())
+    return HwConfig(name or f"{hw.name}[{label}]", hw.kind, hw.description, merged, hw.path,
+                    hashlib.sha256(canon.encode()).hexdigest())
+
+
+def _label(v: Any) -> str:
+    return "+".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)

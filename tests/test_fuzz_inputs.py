@@ -148,3 +148,66 @@ def test_any_prunesim_error_is_one_line(tmp_path, capsys):
     assert main(["workload", "show", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(f) in err[0] and isinstance(PrunesimError("a", "b", "c"), Exception)
+
+
+# ---- hardware and cluster configs -------------------------------------------------------------
+
+from sim.errors import ConfigError  # noqa: E402
+from sim.hwconfig import load_hwconfig  # noqa: E402
+from sim.system.cluster import cluster_from_dict, load_cluster  # noqa: E402
+
+HW_DIR = Path(__file__).resolve().parents[1] / "hwconfigs"
+HW_TEXTS = {p.name: p.read_text() for p in sorted(HW_DIR.glob("*.yaml")) if p.name != "host.yaml"}
+CLUSTER_TEXTS = {p.name: p.read_text() for p in sorted((HW_DIR / "clusters").glob("*.yaml"))}
+
+
+@given(st.sampled_from(sorted(HW_TEXTS)), st.integers(0, 10**6), st.integers(1, 30),
+       st.text(max_size=12))
+def test_hwconfig_loader_on_mutated_files(tmp_path_factory, name, at, cut, insert):
+    text = HW_TEXTS[name]
+    at %= len(text)
+    f = tmp_path_factory.mktemp("hw") / name
+    f.write_text(text[:at] + insert + text[at + cut:])
+    try:
+        hw = load_hwconfig(f)
+    except ConfigError as e:
+        assert e.file  # names the file (or the base it pulled in)
+    else:
+        assert all(q.source.strip() for q in hw.params.values())
+
+
+@given(st.sampled_from(sorted(HW_TEXTS)), st.sampled_from(["1555", "1555 GB", "GB/s", "1.41 GHz/s",
+                                                           "-3 GB/s", "nan GB/s", "1e400 GB/s"]))
+def test_hwconfig_rejects_bad_units(tmp_path_factory, name, bad):
+    """Replace the first dimensional value with a malformed quantity: rejected, naming the field."""
+    import re
+    text = HW_TEXTS[name]
+    m = re.search(r"value: (\d[\d.]*) (GB/s|MHz|GHz|MB|KiB|MiB|cycles|us)\b", text)
+    if not m:
+        return
+    f = tmp_path_factory.mktemp("hw") / name
+    f.write_text(text[:m.start(1)] + bad + text[m.end(2):])
+    with pytest.raises(ConfigError) as ei:
+        load_hwconfig(f)
+    assert ei.value.field and ei.value.field.startswith("params.")
+
+
+@given(st.sampled_from(sorted(CLUSTER_TEXTS)), st.integers(0, 10**6), st.integers(1, 30),
+       st.text(max_size=12))
+def test_cluster_loader_on_mutated_files(tmp_path_factory, name, at, cut, insert):
+    text = CLUSTER_TEXTS[name]
+    at %= len(text)
+    f = tmp_path_factory.mktemp("cl") / name
+    f.write_text(text[:at] + insert + text[at + cut:])
+    try:
+        load_cluster(f)
+    except ConfigError as e:
+        assert e.file
+
+
+@given(values)
+def test_cluster_from_any_document(doc):
+    try:
+        cluster_from_dict(doc, file="c.yaml")
+    except ConfigError as e:
+        assert e.file == "c.yaml"
