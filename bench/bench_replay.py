@@ -1,0 +1,112 @@
+"""End-to-end replay throughput and peak memory, measured in child processes.
+
+    python bench/bench_replay.py speed  [--batch 64] [--workdir DIR]
+        ResNet-50 ImageNet synthetic trace (batch 64), replayed on every bundled engine hwconfig
+        (A100, H100, V100, TITAN Xp, Xeon, Pi 4B) for every trace method. Target: < 30 s on 2 cores.
+    python bench/bench_replay.py memory [--batch 144] [--workdir DIR]
+        a synthetic trace larger than a quarter of this machine's RAM (>= 6 GB) replayed on A100
+        with DBTD and SDGP. Target: peak RSS < 2 GB.
+
+The synthetic trace is written once (its own wall time and peak RSS are reported too) and reused.
+A small warm-up replay runs first in the same child so Numba's JIT (cached on disk after the
+first run anyway) is not in the timed part.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = ["a100-sxm4-40gb", "h100-sxm5-80gb", "v100-sxm2", "titan-xp", "xeon-e5-2680v4", "rpi4b"]
+METHODS = ["dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "approx:schedule=1",
+           "zero:schedule=1", "topk:keep=0.01"]
+
+CHILD = r"""
+import json, resource, sys, time
+from sim.replay import Totals, engines_for, parse_methods, replay_layers
+from sim.traces.format import open_trace
+trace_dir, warm_dir, hws, methods = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(";")
+engines = engines_for([h for h in hws if h])
+ms = parse_methods(methods)
+if warm_dir != "-":
+    for _ in replay_layers(open_trace(warm_dir), ms, engines):
+        pass
+t0 = time.perf_counter()
+tr = open_trace(trace_dir)
+tot = Totals(tr, ms, engines)
+layers = 0
+for row in replay_layers(tr, ms, engines):
+    tot.add(row)
+    layers += 1
+wall = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"wall_s": wall, "peak_rss_mb": rss, "layers": layers,
+                  "records": len(tot.records())}))
+"""
+
+
+def _child(args: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _synth(workload: str, batch: int, out: Path, subsample: int | None = None) -> dict:
+    if (out / "manifest.json").exists():
+        return {"reused": str(out)}
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "sim", "trace", "synth", "--workload", workload, "--batch",
+           str(batch), "--out", str(out), "--force"]
+    if subsample:
+        cmd += ["--subsample", str(subsample)]
+    r = subprocess.run(["/usr/bin/env", "time", "-f", "%M"] + cmd, env=env, check=True,
+                       capture_output=True, text=True)
+    rss_kb = int(r.stderr.strip().splitlines()[-1]) if r.stderr.strip() else 0
+    size = sum(f.stat().st_size for f in out.rglob("*.npy"))
+    return {"wall_s": time.perf_counter() - t0, "peak_rss_mb": rss_kb / 1024, "bytes": size}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("what", choices=("speed", "memory"))
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--subsample", type=int, default=None,
+                    help="record only S samples per batch (speed: default 8, as captures do)")
+    ap.add_argument("--workdir", default=None, help="where synthetic traces go (default: a temp dir)")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="prunesim-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    warm = work / "warm-resnet20"
+    _synth("resnet20", 4, warm)
+    hws = [h for h in ENGINES if (ROOT / "hwconfigs" / f"{h}.yaml").exists()]
+    if args.what == "speed":
+        batch = args.batch or 64
+        sub = args.subsample or 8
+        tr = work / f"resnet50-imagenet-b{batch}-s{sub}"
+        syn = _synth("resnet50-imagenet", batch, tr, sub)
+        res = _child([str(tr), str(warm), ",".join(hws), ";".join(METHODS)])
+        print(f"synthetic trace: {syn}")
+        print(f"replay ResNet-50 ImageNet batch {batch} (recorded {sub}/batch), {len(hws)} hwconfigs "
+              f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, peak RSS "
+              f"{res['peak_rss_mb']:.0f} MB, {res['layers']} layers, {res['records']} records "
+              f"(target < 30 s)")
+    else:
+        batch = args.batch or 144
+        tr = work / f"resnet50-imagenet-b{batch}-full"
+        syn = _synth("resnet50-imagenet", batch, tr)
+        res = _child([str(tr), str(warm), "a100-sxm4-40gb", "dense;dbtd:p=0.99;sdgp-mag:nm=2:4"])
+        print(f"synthetic trace: {syn['bytes'] / 1e9 if 'bytes' in syn else '?'} GB, {syn}")
+        print(f"replay on a100 (dense, dbtd, sdgp): {res['wall_s']:.1f} s wall, peak RSS "
+              f"{res['peak_rss_mb']:.0f} MB (target < 2048 MB)")
+
+
+if __name__ == "__main__":
+    main()
