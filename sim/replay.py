@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
+import sys
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -206,6 +209,25 @@ def cmd_replay(args) -> int:
     totals = Totals(trace, methods, engines, seed)
     rows_out = []
     layer_rows = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
+    _print_warnings(caught)
+    _report(args, trace, engines, totals, rows_out, layer_rows, store)
+    return 0
+
+
+def _print_warnings(caught) -> None:
+    """Engine warnings once per kind, with the number of layers they hit ('layer phase: ' cut)."""
+    counts: dict[str, int] = {}
+    for w in caught:
+        msg = re.sub(r"^\S+ (fwd|agbp|wgc): ", "", str(w.message))
+        counts[msg] = counts.get(msg, 0) + 1
+    for msg, n in counts.items():
+        print(f"prunesim: warning: {msg} ({n} layer phases)", file=sys.stderr)
+
+
+def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows) -> None:
     for row in replay_layers(trace, methods, engines, seed, args.iteration):
         totals.add(row)
         if args.json:
@@ -222,6 +244,10 @@ def cmd_replay(args) -> int:
                     sec = row["methods"][m.label]["seconds"][hw.name]
                     layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
                                        *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES)])
+
+
+def _report(args, trace, engines, totals, rows_out, layer_rows, store) -> None:
+    w = trace.workload
     records = totals.records()
     if store is not None:
         for rec in records:
@@ -234,7 +260,7 @@ def cmd_replay(args) -> int:
                                          "layers": rows_out,
                                          "mean_conv_density": totals.mean_density(),
                                          "performance": records}), indent=1))
-        return 0
+        return
     print()
     print("mean operand density over conv layers and captured iterations "
           "(the average Ye et al. report in their Table 1):")
@@ -259,4 +285,3 @@ def cmd_replay(args) -> int:
               "the phase they belong to; backprop = AGBP + WGC")
     if store is not None:
         print(f"{len(records)} records stored in {args.db}")
-    return 0

@@ -45,8 +45,9 @@ HW_FIELDS: dict[str, Field] = {
     "clock": Field("frequency", "clock at which the tensor cores reach peak math (boost)", minimum=1e6),
     "cuda_core_clock": Field("frequency", "clock for CUDA-core FP32 peak, if it differs from clock",
                              required=False, minimum=1e6),
-    "tc_fma_per_clk_fp16": Field("ops_per_cycle", "dense FP16 tensor-core FMA per clock per SM",
-                                 minimum=1),
+    "tc_fma_per_clk_fp16": Field("ops_per_cycle", "dense FP16 tensor-core FMA per clock per SM "
+                                 "(absent: no tensor cores; every GEMM runs on the CUDA cores)",
+                                 required=False, minimum=1),
     "tc_fma_per_clk_bf16": Field("ops_per_cycle", "dense BF16 tensor-core FMA per clock per SM "
                                  "(absent: no BF16 tensor cores)", required=False, minimum=1),
     "tc_fma_per_clk_tf32": Field("ops_per_cycle", "dense TF32 tensor-core FMA per clock per SM "
@@ -71,7 +72,10 @@ HW_FIELDS: dict[str, Field] = {
     "max_blocks_per_sm": Field("count", "resident thread blocks per SM", minimum=1),
     "max_pipeline_stages": Field("count", "shared-memory stages a GEMM main loop can keep in "
                                  "flight (2 without asynchronous copies)", minimum=2),
-    "mma_latency": Field("cycles", "latency of one tensor-core MMA instruction", minimum=0),
+    "mma_latency": Field("cycles", "latency of one tensor-core MMA instruction (of one FFMA on a "
+                         "GPU without tensor cores)", minimum=0),
+    "smem_latency": Field("cycles", "shared-memory load / warp-shuffle latency (used by the patch "
+                          "engine's reductions)", required=False, minimum=0),
     "launch_overhead": Field("time", "gap a dependent kernel launch adds on the GPU timeline",
                              minimum=0),
 }
@@ -90,6 +94,11 @@ _TILES = ((256, 128, 64, 64, 3), (128, 256, 64, 64, 3), (128, 128, 64, 64, 4),
 # Bytes a streaming kernel keeps in flight per thread (one 16-byte vector load), for Little's law.
 _STREAM_BYTES_PER_THREAD = 16
 _MAX_SPLIT_K = 64
+# CUDA-core (SIMT) SGEMM tiles after CUTLASS's SIMT sgemm configurations (128x128, 128x64, 64x128,
+# 64x64 thread-block tiles; 32x64 / 32x32 warp tiles; 2 register-staged stages): a thread holds
+# WM*WN/32 accumulators and no tensor-core fragments.
+_SIMT_TILES = ((128, 128, 32, 64, 2), (128, 64, 32, 32, 2), (64, 128, 32, 32, 2),
+               (64, 64, 32, 32, 2))
 
 
 @dataclass(frozen=True)
@@ -121,8 +130,16 @@ class GpuSpec:
     mma_lat: float
     launch: float                # cycles
 
+    def on_cuda_cores(self, dtype: str) -> bool:
+        """fp32, or any dtype on a GPU without tensor cores (16-bit storage with fp32 math, since
+        Pascal GP102's native fp16 rate is a small fraction of its fp32 rate)."""
+        return dtype == "fp32" or not self.tc_rate
+
+    def default_dtype(self) -> str:
+        return "fp16" if self.tc_rate else "fp32"
+
     def fma_rate(self, dtype: str) -> float:
-        if dtype == "fp32":
+        if self.on_cuda_cores(dtype):
             return self.cuda_rate * self.cuda_ratio
         rates = dict(self.tc_rate)
         if dtype not in rates:
@@ -222,6 +239,7 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     """Model one candidate kernel; None if it does not fit on an SM."""
     bm, bn, wm, wn, st = tile
     eb = DTYPE_BYTES[g.dtype]
+    simt = s.on_cuda_cores(g.dtype)
     bk = 64 // eb                      # 64-byte rows of K per stage (32 fp16, 16 tf32/fp32)
     stages = min(st, s.max_stages)
     warps = (bm // wm) * (bn // wn)
@@ -237,7 +255,11 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     smem_block = stages * (a_tile + b_tile)
     if smem_block > s.smem:
         return None
-    regs = wm * wn // 32 + 2 * (wm + wn) * _INSTR_K[eb] * eb // 128 + _REG_OVERHEAD
+    if simt:
+        # accumulators + double-buffered A/B fragments (WM/8 + WN/4 values per k step)
+        regs = wm * wn // 32 + 2 * (wm // 8 + wn // 4) + _REG_OVERHEAD
+    else:
+        regs = wm * wn // 32 + 2 * (wm + wn) * _INSTR_K[eb] * eb // 128 + _REG_OVERHEAD
     if regs > s.max_regs:
         return None
     r = min(int(s.smem // smem_block), s.max_threads // threads, s.regs // (regs * threads),
@@ -339,14 +361,16 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
 def _candidates(s: GpuSpec, g: GemmShape):
     eb = DTYPE_BYTES[g.dtype]
     bk = 64 // eb
-    for tile in _TILES:
+    for tile in (_SIMT_TILES if s.on_cuda_cores(g.dtype) else _TILES):
         yield tile, 1
         bm, bn = tile[0], tile[1]
         tiles = -(-g.m // bm) * -(-g.n // bn) * g.groups
         k_iters = -(-g.k // bk)
-        if tiles < s.sm:
+        # SIMT (wgrad-style) kernels also split K when the grid leaves a ragged last wave
+        want = 4 * s.sm if s.on_cuda_cores(g.dtype) else s.sm
+        if tiles < want:
             # split K until the grid covers the SMs, keeping >= 8 k-tiles per block
-            split = min(-(-s.sm // tiles), k_iters // 8, _MAX_SPLIT_K)
+            split = min(-(-want // tiles), k_iters // 8, _MAX_SPLIT_K)
             if split >= 2:
                 yield tile, 1 << int(math.log2(split))
 
@@ -446,20 +470,21 @@ def _first_phase(phases) -> str | None:
     return None
 
 
-def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str = "fp16",
+def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str | None = None,
                    charge_method: bool | None = None, layer=None, batch: int | None = None,
                    seed: int = 0) -> list[KernelResult]:
     """The GEMM of one layer phase plus the kernels around it.
 
     method_result None or dense: the dense GEMM. structure nm on a phase the method names: sparse A
     (falls back to dense if the GPU lacks the pattern). csr: tensor cores cannot use unstructured
-    sparsity, so the GEMM runs dense (noted). skipped/generated: no GEMM. per-channel (Wang's
-    approx): a gather-multiply on CUDA cores. The method's WorkAccount is charged once, on the first
-    phase it names (charge_method overrides), as streaming kernels. layer/batch/seed are part of the
-    engine contract; the GEMM already carries everything this engine needs.
+    sparsity, so the GEMM runs dense (noted). per-channel / skipped / generated (Wang's approx,
+    zero, random) go to the patch engine (sim/engines/patch.py), which needs `layer` (geometry) and
+    `batch`. The method's WorkAccount is charged once, on the first phase it names (charge_method
+    overrides), as streaming kernels. dtype None: fp16 with tensor cores, else fp32.
     """
     if hw is None:
         raise TypeError("simulate_phase needs a hwconfig")
+    dtype = dtype or gpu_spec(hw).default_dtype()
     mr = method_result
     eb = DTYPE_BYTES.get(dtype, 2)
     applies = mr is not None and gemm.phase in mr.phases
@@ -467,6 +492,11 @@ def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str 
     out: list[KernelResult] = []
     note = None
     common = dict(layer=gemm.layer, phase=gemm.phase)
+    if structure in ("per-channel", "skipped", "generated"):
+        # Wang et al.'s approximate WGC has its own kernels; the argmax is fused into the patch
+        # kernel and generation is the random kernel, so the work account is not charged again
+        from sim.engines import patch
+        return patch.simulate_phase(gemm, mr, hw, layer=layer, batch=batch, dtype=dtype)
     if structure in ("dense", "nm", "csr", "channels"):
         sparse = None
         if structure == "nm":
@@ -491,15 +521,6 @@ def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str 
             # col2im: read the im2col-space product, accumulate overlapping windows into dI
             out.append(stream_kernel(hw, "col2im", read_bytes=c_out * eb,
                                      write_bytes=gemm.c_elems * eb, ops=c_out, **common))
-    elif structure == "per-channel":
-        pick = mr.pick
-        picks = int(pick.index.size) if pick is not None else mr.work.elems_written // 2
-        # each (sample, channel, pick) multiplies one value into a C_in*R*S patch of I
-        fl = 2 * picks * gemm.n
-        out.append(stream_kernel(hw, "approx-wgc", read_bytes=picks * gemm.n * eb,
-                                 write_bytes=gemm.c_elems * eb, ops=fl // 2,
-                                 details={"picks": picks}, **common))
-    # skipped / generated: the GEMM does not run; any generation is in the method's work account
     if mr is not None and mr.work.passes + mr.work.elems_read + mr.work.elems_written > 0:
         charge = (gemm.phase == _first_phase(mr.phases)) if charge_method is None else charge_method
         if charge:
@@ -586,7 +607,10 @@ def method_result_for(spec, layer, batch: int, seed: int = 0):
     rng = np.random.default_rng([seed, layer.index])
     g = rng.laplace(size=(b,) + tuple(shape[1:])).astype(np.float32)
     key = stream_key(seed, layer.index, 0)
-    mr = apply_method(spec, layer, g, key=key, batch=batch, build_csr=False)
+    # zero/random/approx on a layer asked about alone: that layer is the approximated one (the
+    # schedule decides only in replay and in whole-network estimates)
+    sched = True if spec.id in ("zero", "random", "approx", "approx-topk") else None
+    mr = apply_method(spec, layer, g, key=key, batch=batch, build_csr=False, scheduled=sched)
     if b != batch:
         f = batch / b
         w = mr.work
@@ -597,7 +621,7 @@ def method_result_for(spec, layer, batch: int, seed: int = 0):
 
 
 def simulate_layer(hw: HwConfig, layer, batch: int, *, method=None, phases=("fwd", "agbp", "wgc"),
-                   dtype: str = "fp16", seed: int = 0) -> dict[str, list[KernelResult]]:
+                   dtype: str | None = None, seed: int = 0) -> dict[str, list[KernelResult]]:
     """Kernels per phase of one layer; AGBP is absent for a layer reading the network input."""
     from sim.workload import lower
     gemms = lower(layer, batch)
@@ -610,11 +634,12 @@ def simulate_layer(hw: HwConfig, layer, batch: int, *, method=None, phases=("fwd
     out = {}
     for ph in run:
         out[ph] = simulate_phase(gemms[ph], mr, hw, dtype=dtype,
-                                 charge_method=(ph == charge_at) if mr is not None else None)
+                                 charge_method=(ph == charge_at) if mr is not None else None,
+                                 layer=layer, batch=batch)
     return out
 
 
-def simulate_workload(hw: HwConfig, workload, batch: int, *, method=None, dtype: str = "fp16",
+def simulate_workload(hw: HwConfig, workload, batch: int, *, method=None, dtype: str | None = None,
                       phases=("fwd", "agbp", "wgc"), layers=None, seed: int = 0) -> list[dict]:
     """Per layer: {"layer", "op", "phases": {phase: [KernelResult, ...]}}."""
     rows = []
@@ -637,7 +662,7 @@ def _dtype(args, default: str = "fp16") -> str:
 
 
 def gemm_command(args, hw: HwConfig) -> int:
-    dtype = _dtype(args)
+    dtype = _dtype(args, gpu_spec(hw).default_dtype())
     sparse = args.sparse
     if sparse is not None:
         from sim.methods.nm import parse_nm
@@ -693,7 +718,7 @@ def _conv_workload(text: str):
 def layer_command(args, hw: HwConfig) -> int:
     from sim.methods import parse_method
     from sim.workload import load_workload
-    dtype = _dtype(args)
+    dtype = _dtype(args, gpu_spec(hw).default_dtype())
     if (args.workload is None) == (args.conv is None):
         raise PrunesimError(None, "--workload", "give either --workload or --conv")
     if args.conv is not None:
