@@ -8,6 +8,7 @@ import platform
 import shlex
 import sys
 import time
+from contextlib import nullcontext
 from typing import Any, Callable, Iterable
 
 from sim.errors import CaptureError
@@ -15,6 +16,7 @@ from sim.workload import Workload, load_workload
 
 from .datasets import known_datasets, load_dataset
 from .hooks import Capture
+from .methods import PruneTrain, as_spec, install_method, prunetrain_flops
 from .torchnet import _torch, build_model
 
 MOMENTUM = 0.9
@@ -63,10 +65,19 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                       tensors: str | Iterable[str] = ("dO",), fp16: bool = False, lr: float = 0.05,
                       seed: int = 0, max_iterations: int | None = None, force: bool = False,
                       threads: int = 2, command: str | None = None,
-                      grad_transform: Callable | None = None,
+                      grad_transform: Callable | None = None, method: str | None = None,
                       progress: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Train `workload` on `dataset` with SGD (momentum 0.9, weight decay 5e-4, cosine learning
     rate), recording every `every`-th iteration into the trace directory `out`.
+
+    `method` (a spec such as ``dbtd:p=0.9`` or ``prunetrain:rho=0.2,interval=2``; see
+    docs/methods.md) trains with that method installed (sim/capture/methods.py); the log's method
+    column and provenance.method carry its label, and the summary's ``epochs`` its per-epoch
+    operand densities (and for PruneTrain channels, batch and FLOPs). Recorded dO is what each
+    conv module receives at its output, i.e. the dense gradient the method then acts on.
+    PruneTrain rebuilds the model at reconfigurations, so its trace records only iterations
+    before the first one (later shapes differ from the trace's workload); the channel trajectory
+    is in provenance.method.epochs.
 
     Deterministic for a given seed and thread count (torch.manual_seed, deterministic algorithms,
     a fixed shuffling generator). Returns a summary: iterations, recorded iterations, final
@@ -83,6 +94,7 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         raise CaptureError(None, "--subsample", f"must be in 1..--batch ({batch}), got {subsample}")
     if not (lr > 0 and math.isfinite(lr)):
         raise CaptureError(None, "--lr", f"must be a positive number, got {lr}")
+    spec = as_spec(method) if method is not None else None
     if dataset not in known_datasets():
         raise CaptureError(None, "--dataset", f"unknown dataset {dataset!r} (known: "
                            f"{', '.join(known_datasets())})")
@@ -107,9 +119,20 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         if max_iterations is not None:
             per_epoch = min(per_epoch, max_iterations)
         total = per_epoch * epochs
+        run = install_method(model, wl, spec, seed=seed, batch=batch) if spec is not None else None
+        pt = None
+        if spec is not None and spec.id == "prunetrain":
+            pt = PruneTrain(wl, rho=spec.get("rho"), interval=spec.get("interval"), batch=batch,
+                            max_batch=len(yt))
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda it: 0.5 * (1 + math.cos(math.pi * min(it, total) / total)))
+
+        def cosine(it: float) -> float:
+            return 0.5 * (1 + math.cos(math.pi * min(it, total) / total))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine) if pt is None else None
+        record_at = None
+        if pt is not None and pt.interval < epochs:
+            # after the first reconfiguration the layers no longer have the trace workload's shapes
+            record_at = range(0, pt.interval * per_epoch, every)
         gen = torch.Generator().manual_seed(seed)
         provenance = {
             "model": {"workload": wl.name, "origin": os.path.basename(wl.origin),
@@ -129,7 +152,15 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
             "command": command or "sim.capture.trainer.train_and_capture(...)",
             "software": _versions(),
         }
-        method_id = provenance["method"]["id"]
+        if spec is not None:
+            provenance["method"] = {**spec.as_dict(), "label": spec.label,
+                                    "implementation": "sim.capture.methods.install_method",
+                                    "recorded_dO": "dense gradient at each conv module's output "
+                                                   "(the method's input)"}
+            if pt is not None:
+                provenance["training"]["lr_schedule"] = ("cosine over samples seen, times the "
+                                                         "PruneTrain batch growth ratio")
+        method_id = spec.label if spec is not None else provenance["method"]["id"]
         say = progress or (lambda s: None)
         say(f"capture: {wl.name} on {dataset} ({len(yt)} train / {len(yv)} val, input "
             f"{'x'.join(map(str, wl.input_shape))}), {epochs} epoch(s) x {per_epoch} iterations, "
@@ -138,32 +169,71 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         seen = 0
         acc = None
         recorded: list[int] = []
-        with Capture(model, out, wl, every=every, subsample=subsample, fp16=fp16, tensors=tensors,
-                     batch=batch, provenance=provenance, grad_transform=grad_transform,
-                     overwrite=force) as cap:
+        epoch_rows: list[dict[str, Any]] = []
+        cur_batch = batch
+        with Capture(model, out, wl, every=every, iterations=record_at, subsample=subsample,
+                     fp16=fp16, tensors=tensors, batch=batch, provenance=provenance,
+                     grad_transform=grad_transform, overwrite=force) as cap:
             for epoch in range(epochs):
                 perm = torch.randperm(len(yt), generator=gen)
                 loss_sum = 0.0
+                epoch_seen = 0
                 for i in range(per_epoch):
-                    idx = perm[i * batch:(i + 1) * batch]
-                    with cap.iteration(epoch) as it:
+                    idx = perm[i * cur_batch:(i + 1) * cur_batch]
+                    if pt is not None:  # cosine over samples seen, scaled with the grown batch
+                        for g in opt.param_groups:
+                            g["lr"] = lr * pt.lr_scale * cosine(seen / batch)
+                    with cap.iteration(epoch) as it, \
+                            (run.iteration(epoch, len(idx)) if run is not None else nullcontext()):
                         logits = model(xt[idx]).flatten(1)
                         loss = torch.nn.functional.cross_entropy(logits, yt[idx])
+                        objective = pt.loss(loss, model) if pt is not None else loss
                         opt.zero_grad(set_to_none=True)
-                        loss.backward()
+                        objective.backward()
                     if it.recording:
                         recorded.append(it.index)
                     if not math.isfinite(loss.item()):
                         raise CaptureError(None, "--lr", f"training diverged (loss {loss.item()}) at "
                                            f"iteration {it.index}; lower the learning rate")
                     opt.step()
-                    sched.step()
+                    if sched is not None:
+                        sched.step()
                     loss_sum += loss.item()
                     seen += len(idx)
+                    epoch_seen += len(idx)
+                row: dict[str, Any] = {"epoch": epoch, "batch": cur_batch, "iterations": per_epoch}
+                if run is not None:
+                    row.update({f"{k}_density": v for k, v in run.end_epoch().items()})
+                if pt is not None:
+                    cur_wl = pt.workload
+                    row.update({"flops": prunetrain_flops(cur_wl, 1) * epoch_seen,
+                                "weights": sum(l.weight_count for l in cur_wl.layers),
+                                "conv_channels": sum(l.c_out for l in cur_wl.layers if l.op == "conv"),
+                                "lambda": pt.lam, "lr_scale": pt.lr_scale})
+                    row["zeroed_groups"] = pt.zero_small(model, opt)
+                    new_model = model
+                    if epoch < epochs - 1:  # a rebuild after the last epoch would never train
+                        new_model, opt = pt.maybe_reconfigure(epoch, model, opt, n_train=len(yt))
+                    if new_model is not model:
+                        model = new_model
+                        run.install(model, pt.workload)
+                        cur_batch = pt.batch
+                        per_epoch = len(yt) // cur_batch
+                        if max_iterations is not None:
+                            per_epoch = min(per_epoch, max_iterations)
+                        say(f"prunetrain: epoch {epoch + 1}: rebuilt with "
+                            f"{sum(l.c_out for l in pt.workload.layers if l.op == 'conv')} conv "
+                            f"channels (was {row['conv_channels']}), batch {cur_batch}, lr x "
+                            f"{pt.lr_scale:.2f}")
                 acc = _evaluate(model, xv, yv)
                 wall = time.perf_counter() - start
-                cap.log_epoch(epoch, loss_sum / per_epoch, acc, seen, wall, method_id)
-                say(f"epoch {epoch + 1}/{epochs}: train loss {loss_sum / per_epoch:.4f}, "
+                row.update({"train_loss": loss_sum / row["iterations"], "val_acc": acc,
+                            "wall_time_s": wall})
+                epoch_rows.append(row)
+                if run is not None:
+                    cap.writer.provenance["method"]["epochs"] = epoch_rows
+                cap.log_epoch(epoch, row["train_loss"], acc, seen, wall, method_id)
+                say(f"epoch {epoch + 1}/{epochs}: train loss {row['train_loss']:.4f}, "
                     f"val acc {100 * acc:.2f} %, {seen} samples, {wall:.1f} s")
         wall = time.perf_counter() - start
         for kind, (flushed, nonzero) in sorted(cap._flushed.items()):
@@ -173,8 +243,9 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                     "manifest (provenance.capture.storage); drop --fp16 to keep them")
         say(f"capture: recorded iterations {recorded}, final val acc {100 * acc:.2f} %, "
             f"{wall:.1f} s -> {out}")
-        return {"trace": str(out), "iterations": total, "recorded": recorded, "val_acc": acc,
-                "wall_time_s": wall, "classes": ds.classes}
+        return {"trace": str(out), "iterations": total if pt is None else seen // batch,
+                "recorded": recorded, "val_acc": acc, "wall_time_s": wall, "classes": ds.classes,
+                "method": method_id, "epochs": epoch_rows}
     finally:
         torch.set_num_threads(prev_threads)
         torch.use_deterministic_algorithms(prev_det)
@@ -186,5 +257,6 @@ def cmd_capture(args) -> int:
                       every=args.every, subsample=args.subsample, tensors=args.tensors,
                       fp16=args.fp16, lr=args.lr, seed=args.seed,
                       max_iterations=args.max_iterations, force=args.force,
-                      threads=getattr(args, "threads", 2), command=command)
+                      threads=getattr(args, "threads", 2), command=command,
+                      method=getattr(args, "method", None))
     return 0

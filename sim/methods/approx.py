@@ -106,7 +106,8 @@ def random_dw(w_shape: tuple[int, ...], batch: int, key: int) -> MethodResult:
     size = int(np.prod(w_shape))
     u1 = uniform_np(key, np.arange(0, 2 * size, 2))
     u2 = uniform_np(key, np.arange(1, 2 * size, 2))
-    z = np.sqrt(-2.0 * np.log1p(-u1.astype(np.float64))) * np.cos(2 * np.pi * u2)
+    # float64 throughout: the draws are float32, and NumPy 2 would keep 2*pi*u2 in float32
+    z = np.sqrt(-2.0 * np.log1p(-u1.astype(np.float64))) * np.cos(2 * np.pi * u2.astype(np.float64))
     dw = (z / batch).astype(np.float32).reshape(w_shape)
     work = WorkAccount(elems_written=size, random_draws=2 * size, flops=6 * size, passes=1)
     return MethodResult("random", {"batch": batch}, "generated", 1.0, work, pruned=dw,
