@@ -251,6 +251,8 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store) -> None:
     records = totals.records()
     if store is not None:
         for rec in records:
+            # a replay of one iteration is a different point from the whole trace's
+            rec["only_iteration"] = args.iteration
             store.put(rec)
         store.close()
     if args.json:

@@ -1,0 +1,493 @@
+"""Plots from plain records (lists of dicts), matplotlib with the Agg backend.
+
+Every `fig_*` function builds and returns a Figure (the tests inspect its axes); every `plot_*`
+function builds, writes PNG plus SVG and/or PDF into a folder, closes the figure and returns the
+paths. The data helpers (`layer_records`, `tta_points`, `comm_runs`) turn a trace, accuracy curves
+or the system model into those records; `cmd_plot` reads a result store and dispatches.
+
+Kinds (issue 8): speedup (Ye et al. Fig. 4 style), layers (SDGP Fig. 9), tta (SDGP Fig. 10), comm
+(PruneTrain Fig. 11) and pareto (accuracy versus time to accuracy, all methods).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the demo and the tests run without a display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from sim.errors import ConfigError  # noqa: E402
+
+FORMATS = ("png", "svg", "pdf")
+PHASE_COLORS = {"fwd": "#4C72B0", "agbp": "#DD8452", "wgc": "#55A868"}
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def parse_formats(text: str | Sequence[str]) -> tuple[str, ...]:
+    fm = [f.strip().lower() for f in (text.split(",") if isinstance(text, str) else text) if f.strip()]
+    bad = [f for f in fm if f not in FORMATS]
+    if bad or not fm:
+        raise ConfigError(None, "--format", f"unknown format(s) {', '.join(bad) or '(none)'}; "
+                          f"choose from {', '.join(FORMATS)}")
+    if "png" not in fm:
+        fm.insert(0, "png")  # PNG always: it is what people glance at
+    return tuple(fm)
+
+
+def _save(fig, out: str | Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in formats:
+        p = out / f"{stem}.{f}"
+        fig.savefig(p, dpi=130 if f == "png" else None, bbox_inches="tight")
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def _short_method(label: str) -> str:
+    """'dbtd:p=0.99,sigma=paper' -> 'dbtd p=0.99' (defaults that never vary are dropped)."""
+    mid, _, params = label.partition(":")
+    keep = [kv for kv in params.split(",") if kv and not kv.startswith(("sigma=paper",
+                                                                        "rescale=sample-channel"))]
+    return mid + (" " + ",".join(keep) if keep else "")
+
+
+def _uniq(seq: Iterable) -> list:
+    out = []
+    for x in seq:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def _batches(records: Sequence[dict]) -> str:
+    b = _uniq(r.get("batch") for r in records)
+    return "batch " + "/".join(str(x) for x in b)
+
+
+# ---------------------------------------------------------------------------------------------
+# speedup bars (Ye et al. Fig. 4 style)
+
+
+def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
+    """One panel per hardware; x = network, one bar per method; y = speedup over dense (x)."""
+    recs = [r for r in records if r.get(metric) is not None and r.get("method_id") != "dense"]
+    if not recs:
+        raise ValueError(f"no records with {metric} (only dense, or no dense baseline)")
+    hws = _uniq(r["hw"] for r in recs)
+    nets = _uniq(r["workload"] for r in recs)
+    methods = _uniq(r["method"] for r in recs)
+    ncol = min(3, len(hws))  # wrap: five platforms side by side are unreadable
+    nrow = math.ceil(len(hws) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(1.5 + ncol * max(3.2, 0.35 * len(nets) * len(methods)),
+                                                  0.8 + 3.4 * nrow), squeeze=False, sharey=True)
+    for ax in axes.flat[len(hws):]:
+        ax.set_visible(False)
+    width = 0.8 / len(methods)
+    val = {(r["hw"], r["workload"], r["method"]): r[metric] for r in recs}
+    what = "back-propagation (AGBP + WGC)" if metric == "backprop_speedup" else "training step"
+    for ax, hw in zip(axes.flat, hws):
+        for j, m in enumerate(methods):
+            xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(nets))]
+            ys = [val.get((hw, n, m), float("nan")) for n in nets]
+            bars = ax.bar(xs, ys, width, label=_short_method(m), color=f"C{j}")
+            for b, y in zip(bars, ys):
+                if math.isfinite(y):
+                    ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center",
+                                va="bottom", fontsize=6, rotation=90, xytext=(0, 2),
+                                textcoords="offset points")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.set_xticks(range(len(nets)), nets, rotation=20, ha="right")
+        hw_kind = next((r.get("hw_kind") for r in recs if r["hw"] == hw), "")
+        ax.set_title(f"{hw} ({hw_kind})", fontsize=9)
+        ax.set_xlabel("network (workload)")
+        ax.margins(y=0.15)
+    for row in axes:
+        row[0].set_ylabel(f"{what} speedup\nover dense (×)")
+    axes.flat[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"{what[0].upper() + what[1:]} speedup per network and platform, "
+                 f"{_batches(recs)}; dashed: dense = 1×", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_speedup(records, out, formats=("png", "svg"), metric="backprop_speedup") -> list[Path]:
+    return _save(fig_speedup(records, metric), out, f"speedup-{metric.split('_')[0]}", formats)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-layer stacked FWD / AGBP / WGC time (SDGP Fig. 9 style)
+
+
+def layer_records(trace, hws, methods, seed: int = 0) -> list[dict]:
+    """Per (captured iteration, layer, hardware, method): the phase seconds at the trace's batch,
+    from sim.replay.replay_layers (the same computation `prunesim replay` runs)."""
+    from sim.replay import engines_for, parse_methods, replay_layers
+    from sim.traces.format import Trace, open_trace
+    tr = trace if isinstance(trace, Trace) else open_trace(trace)
+    engines = engines_for(list(hws))
+    specs = parse_methods(list(methods))
+    hw_kind = {hw.name: hw.kind for hw, _ in engines}
+    out = []
+    for row in replay_layers(tr, specs, engines, seed):
+        for label, e in row["methods"].items():
+            for hw, sec in e["seconds"].items():
+                out.append({"hw": hw, "hw_kind": hw_kind[hw], "workload": tr.workload.name,
+                            "batch": tr.batch, "method": label, "iteration": row["iteration"],
+                            "layer": row["layer"], "op": row["op"],
+                            "fwd_s": sec.get("fwd", 0.0), "agbp_s": sec.get("agbp", 0.0),
+                            "wgc_s": sec.get("wgc", 0.0), "overhead_s": e["overhead"][hw],
+                            "density": e["density"]})
+    return out
+
+
+def _mean_layers(recs: Sequence[dict]) -> dict:
+    """(hw, method, layer) -> mean phase seconds over captured iterations, layers in trace order."""
+    acc: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    for r in recs:
+        a = acc[(r["hw"], r["method"], r["layer"])]
+        a[0] += r["fwd_s"]; a[1] += r["agbp_s"]; a[2] += r["wgc_s"]; a[3] += 1  # noqa: E702
+    return {k: (v[0] / v[3], v[1] / v[3], v[2] / v[3]) for k, v in acc.items()}
+
+
+def fig_layers(recs: Sequence[dict], methods: Sequence[str] | None = None, max_methods: int = 3):
+    """One panel per hardware; per layer a stacked FWD/AGBP/WGC bar per method (hatched)."""
+    if not recs:
+        raise ValueError("no per-layer records")
+    hws = _uniq(r["hw"] for r in recs)
+    methods = list(methods or _uniq(r["method"] for r in recs))[:max_methods]
+    layers = _uniq(r["layer"] for r in recs)
+    mean = _mean_layers(recs)
+    fig, axes = plt.subplots(len(hws), 1, figsize=(min(16.0, max(7.0, 0.25 * len(layers) * len(methods))),
+                                                   1.2 + 2.2 * len(hws)), squeeze=False, sharex=True)
+    width = 0.8 / len(methods)
+    for ax, hw in zip(axes[:, 0], hws):
+        # CPU layers take ~1000x a GPU's: milliseconds there, microseconds on GPUs
+        vals = [v for k, v in mean.items() if k[0] == hw]
+        scale, unit = (1e3, "ms") if max(sum(v) for v in vals) > 1e-3 else (1e6, "µs")
+        for j, m in enumerate(methods):
+            xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(layers))]
+            bottom = [0.0] * len(layers)
+            for p, ph in enumerate(("fwd", "agbp", "wgc")):
+                ys = [mean.get((hw, m, l), (0.0, 0.0, 0.0))[p] * scale for l in layers]
+                ax.bar(xs, ys, width, bottom=bottom, color=PHASE_COLORS[ph],
+                       hatch=HATCHES[j % len(HATCHES)], edgecolor="white", lw=0.3,
+                       label=f"{ph.upper()}" if j == 0 else None)
+                bottom = [b + y for b, y in zip(bottom, ys)]
+        ax.set_ylabel(f"time / iteration ({unit})", fontsize=8)
+        kind = next((r.get("hw_kind") for r in recs if r["hw"] == hw), "")
+        ax.set_title(f"{hw} ({kind})", fontsize=9)
+    axes[-1, 0].set_xticks(range(len(layers)), layers, rotation=60, ha="right", fontsize=6)
+    axes[-1, 0].set_xlabel("layer (in network order)")
+    # legend: phases by colour, methods by hatch
+    from matplotlib.patches import Patch
+    handles = [Patch(color=PHASE_COLORS[ph], label=ph.upper()) for ph in PHASE_COLORS] + \
+        [Patch(facecolor="white", edgecolor="k", hatch=HATCHES[j % len(HATCHES)],
+               label=_short_method(m)) for j, m in enumerate(methods)]
+    axes[0, 0].legend(handles=handles, fontsize=7, ncol=2, loc="upper right")
+    wl = _uniq(r["workload"] for r in recs)
+    fig.suptitle(f"Per-layer FWD / AGBP / WGC time, {'/'.join(wl)}, {_batches(recs)} "
+                 "(mean over captured iterations; method kernels included)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_layers(recs, out, formats=("png", "svg"), methods=None) -> list[Path]:
+    return _save(fig_layers(recs, methods), out, "layers", formats)
+
+
+# ---------------------------------------------------------------------------------------------
+# time to accuracy (SDGP Fig. 10 style) and the accuracy-vs-TTA Pareto plot
+
+
+def iterations_per_epoch(trace) -> int | None:
+    """From the trace's provenance (what the capture actually ran), else samples / batch."""
+    prov = getattr(trace, "provenance", {}) or {}
+    t = prov.get("training", {}) or {}
+    if t.get("iterations_per_epoch"):
+        return int(t["iterations_per_epoch"])
+    n = (prov.get("dataset", {}) or {}).get("train_samples")
+    return int(n) // int(trace.batch) if n else None
+
+
+def tta_points(records: Sequence[dict], curves, iters_per_epoch: int, target: float) -> list[dict]:
+    """Per network record: simulated epoch time (step_s x iterations) and the time to reach
+    `target` on the method's own accuracy curve. A non-dense method without its own curve gets no
+    number (we never assume its accuracy equals dense's)."""
+    from sim.system.tta import time_to_accuracy
+    by_method = {c.method: c for c in curves}
+    out = []
+    for r in records:
+        c = by_method.get(r["method"]) or by_method.get(r.get("method_id"))
+        if c is None and r.get("method_id") == "dense":
+            c = by_method.get(None)  # the trace's own log is the dense run
+        ep_s = r["step_s"] * iters_per_epoch
+        d = {"hw": r["hw"], "hw_kind": r.get("hw_kind"), "workload": r["workload"],
+             "batch": r["batch"], "method": r["method"], "epoch_s": ep_s, "target": target,
+             "tta_s": None, "epoch": None, "accuracy": None,
+             "status": "no accuracy curve for this method"}
+        if c is not None:
+            epochs = max(e for e, _ in c.points) + 1
+            s, e = time_to_accuracy([ep_s] * epochs, c, target)
+            d.update(tta_s=s, epoch=e, accuracy=max(a for _, a in c.points),
+                     status="reached" if s is not None else "not reached")
+        out.append(d)
+    return out
+
+
+def _time_unit(vals: Sequence[float]) -> tuple[float, str]:
+    """A scale and unit that keep tick labels short (GPUs and CPUs differ by 1000x)."""
+    m = max(vals) if vals else 1.0
+    return ((1 / 3600, "h") if m >= 7200 else (1 / 60, "min") if m >= 120 else (1.0, "s")
+            if m >= 1 else (1e3, "ms") if m >= 1e-3 else (1e6, "µs"))
+
+
+def fig_tta(points: Sequence[dict]):
+    """One panel per hardware; one bar per method: simulated time to the target accuracy."""
+    pts = [p for p in points if p["tta_s"] is not None]
+    if not pts:
+        raise ValueError("no method reaches the target accuracy on its own curve")
+    hws = _uniq(p["hw"] for p in pts)
+    fig, axes = plt.subplots(1, len(hws), figsize=(2.2 + 2.6 * len(hws), 4.0), squeeze=False)
+    for ax, hw in zip(axes[0], hws):
+        ps = [p for p in pts if p["hw"] == hw]
+        k, unit = _time_unit([p["tta_s"] for p in ps])  # per panel: CPUs take 1000x a GPU
+        ys = [p["tta_s"] * k for p in ps]
+        bars = ax.bar(range(len(ps)), ys, color=[f"C{i}" for i in range(len(ps))])
+        for b, p in zip(bars, ps):
+            ax.annotate(f"ep {p['epoch']}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(ps)), [_short_method(p["method"]) for p in ps], rotation=30,
+                      ha="right", fontsize=7)
+        ax.set_xlabel("method")
+        ax.set_ylabel(f"time to accuracy ({unit})")
+        ax.set_title(f"{hw}", fontsize=9)
+        ax.margins(y=0.15)
+    tgt = pts[0]["target"]
+    skipped = sorted({_short_method(p["method"]) for p in points if p["tta_s"] is None})
+    fig.suptitle(f"Simulated time to {tgt:g} validation accuracy, {pts[0]['workload']}, "
+                 f"{_batches(pts)}" + (f"\n(no curve or not reached: {', '.join(skipped)})"
+                                       if skipped else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_tta(points, out, formats=("png", "svg")) -> list[Path]:
+    return _save(fig_tta(points), out, "tta", formats)
+
+
+def fig_pareto(points: Sequence[dict]):
+    """x = simulated time to target, y = best validation accuracy; one marker per hardware,
+    one colour per method; the lower-left-to-upper-left frontier per hardware is drawn."""
+    pts = [p for p in points if p["tta_s"] is not None and p["accuracy"] is not None]
+    if not pts:
+        raise ValueError("no (method, hardware) point has both an accuracy curve and a TTA")
+    hws = _uniq(p["hw"] for p in pts)
+    methods = _uniq(p["method"] for p in pts)
+    k, unit = _time_unit([p["tta_s"] for p in pts])
+    pct = all(p["accuracy"] <= 1.0 for p in pts)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    markers = "osD^vP*X"
+    for i, hw in enumerate(hws):
+        ps = sorted((p for p in pts if p["hw"] == hw), key=lambda p: p["tta_s"])
+        for p in ps:
+            j = methods.index(p["method"])
+            ax.scatter(p["tta_s"] * k, p["accuracy"] * (100 if pct else 1), marker=markers[i % 8],
+                       color=f"C{j}", s=40, zorder=3)
+        front, best = [], -1.0
+        for p in ps:  # Pareto frontier: faster first; keep points that improve accuracy
+            if p["accuracy"] > best:
+                front.append(p)
+                best = p["accuracy"]
+        ax.plot([p["tta_s"] * k for p in front], [p["accuracy"] * (100 if pct else 1) for p in front],
+                color="0.5", lw=0.8, ls=":", zorder=2)
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], marker="o", ls="", color=f"C{j}", label=_short_method(m))
+               for j, m in enumerate(methods)] + \
+        [Line2D([], [], marker=markers[i % 8], ls="", color="0.3", label=hw) for i, hw in enumerate(hws)]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    if len({p["tta_s"] for p in pts}) > 1 and max(p["tta_s"] for p in pts) / \
+            min(p["tta_s"] for p in pts) > 50:
+        ax.set_xscale("log")  # CPUs and GPUs differ by three orders of magnitude
+    if pct:
+        ax.set_ylim(top=min(100.0, ax.get_ylim()[1]))
+    ax.set_xlabel(f"simulated time to {pts[0]['target']:g} accuracy ({unit})")
+    ax.set_ylabel("best validation accuracy (%)" if pct else "best validation accuracy (as logged)")
+    ax.set_title(f"Accuracy vs time to accuracy, {pts[0]['workload']}, {_batches(pts)}; "
+                 "dotted: frontier per hardware", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pareto(points, out, formats=("png", "svg")) -> list[Path]:
+    return _save(fig_pareto(points), out, "pareto", formats)
+
+
+# ---------------------------------------------------------------------------------------------
+# communication over training (PruneTrain Fig. 11 style)
+
+
+def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int | None = None,
+              methods: Sequence[str] = ("dense", "prunetrain", "zero:schedule=1")) -> list[dict]:
+    """Per-epoch series from sim.system.simulate_run (Run.to_json()), one per method."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, parametric_trajectory,
+                                       simulate_run)
+    from sim.workload import load_workload
+    w = load_workload(workload)
+    cl = load_cluster(cluster)
+    if gpus:
+        cl = cl.with_devices(gpus)
+    ds = w.dataset or ""
+    epochs = epochs or DEFAULT_EPOCHS.get(ds)
+    batch = DEFAULT_BATCH.get(ds)
+    if epochs is None or batch is None:
+        raise ConfigError(w.origin, "dataset", f"no default epochs/batch for dataset {ds!r}")
+    out = []
+    for m in methods:
+        spec = parse_method(m)
+        traj = parametric_trajectory(w, epochs, spec.get("interval")) if spec.id == "prunetrain" \
+            else None
+        run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj)
+        d = run.to_json()
+        d.update(cluster=cl.name, batch=batch)
+        out.append(d)
+    return out
+
+
+def fig_comm(runs: Sequence[dict]):
+    """Left: all-reduce payload per iteration over epochs; right: per-epoch communication time."""
+    if not runs:
+        raise ValueError("no system-model runs")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.9))
+    k, unit = _time_unit([e["comm_seconds"] for r in runs for e in r["per_epoch"]])
+    for i, r in enumerate(runs):
+        ep = [e["epoch"] for e in r["per_epoch"]]
+        per_it = [e["comm_bytes"] / e["iterations"] / 1e6 for e in r["per_epoch"]]
+        a1.plot(ep, per_it, color=f"C{i}", label=_short_method(r["method"]))
+        a2.plot(ep, [e["comm_seconds"] * k for e in r["per_epoch"]], color=f"C{i}",
+                label=_short_method(r["method"]) + " (all-reduce)")
+        a2.plot(ep, [e["exposed_comm_seconds"] * k for e in r["per_epoch"]], color=f"C{i}", ls=":",
+                label=_short_method(r["method"]) + " (exposed)")
+    a1.set_xlabel("training epoch (epoch index)")
+    a1.set_ylabel("all-reduce payload per iteration (MB/device)")
+    a1.set_title("per iteration", fontsize=9)
+    a1.set_ylim(bottom=0)
+    a2.set_xlabel("training epoch (epoch index)")
+    a2.set_ylabel(f"communication time per epoch ({unit})")
+    a2.set_title("per epoch (dotted: not hidden behind back-prop)", fontsize=9)
+    a2.set_ylim(bottom=0)
+    a1.legend(fontsize=7)
+    a2.legend(fontsize=6)
+    r0 = runs[0]
+    fig.suptitle(f"Communication over training, {r0['workload']} on {r0.get('cluster', '?')} "
+                 f"({r0['devices']} devices), batch {r0.get('batch', '?')}/device at start; "
+                 f"per-layer times: {r0['timing_source']}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_comm(runs, out, formats=("png", "svg")) -> list[Path]:
+    return _save(fig_comm(runs), out, "comm", formats)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+
+def _store_records(db: str, kind: str) -> list[dict]:
+    try:
+        from sim.results.store import ResultStore
+    except ImportError as e:
+        raise ConfigError("sim/results/store.py", None, f"the result store module is missing "
+                          f"({e}); `prunesim plot` reads a store") from None
+    if not Path(db).is_file():
+        raise ConfigError(db, None, "no such result store")
+    try:
+        return list(ResultStore(db).records(kind=kind))
+    except (KeyError, ValueError) as e:
+        raise ConfigError(db, kind, f"cannot read {kind}-level records: {e}") from None
+
+
+def _curves(paths: Sequence[str], trace_path: str | None):
+    from sim.system.tta import load_curves
+    curves = []
+    for p in paths or ([trace_path] if trace_path else []):
+        curves.extend(load_curves(p))
+    if not curves:
+        raise ConfigError(None, "--accuracy", "no accuracy curves (give --accuracy CSV or a trace "
+                          "directory with log.csv)")
+    return curves
+
+
+def _default_target(curves) -> float:
+    """Without --target: 99 % of the dense curve's best accuracy (a target every useful run meets
+    near its end; stated in the plot title)."""
+    dense = [c for c in curves if c.method in (None, "dense")]
+    best = max(a for c in (dense or curves) for _, a in c.points)
+    return round(0.99 * best, 4)
+
+
+def cmd_plot(args) -> int:
+    formats = parse_formats(args.format)
+    kind = args.kind
+    recs = _store_records(args.db, "network")
+    if not recs:
+        raise ConfigError(args.db, "records", "no network-level records (fill it with `prunesim "
+                          "replay --db` or `prunesim sweep`)")
+    out = Path(args.out)
+    if kind == "speedup":
+        paths = plot_speedup(recs, out, formats)
+    elif kind == "layers":
+        try:
+            lrec = _store_records(args.db, "layer")
+        except ConfigError:
+            lrec = []
+        if not lrec:  # no per-layer rows stored: replay the trace the network rows came from
+            traces = _uniq(r["trace"] for r in recs if r.get("trace"))
+            if not traces or not Path(traces[0]).is_dir():
+                raise ConfigError(args.db, "trace", "no per-layer records and the trace of the "
+                                  "network records is not on disk")
+            sel = [r for r in recs if r.get("trace") == traces[0]]
+            lrec = layer_records(traces[0], _uniq(r["hw"] for r in sel),
+                                 _uniq(r["method"] for r in sel))
+        paths = plot_layers(lrec, out, formats, methods=getattr(args, "methods", None))
+    elif kind in ("tta", "pareto"):
+        from sim.traces.format import open_trace
+        trace_path = next((r["trace"] for r in recs if r.get("trace")), None)
+        ipe = getattr(args, "iterations_per_epoch", None)
+        if ipe is None and trace_path and Path(trace_path).is_dir():
+            ipe = iterations_per_epoch(open_trace(trace_path))
+        if not ipe:
+            raise ConfigError(args.db, "trace", "iterations per epoch unknown: give "
+                              "--iterations-per-epoch")
+        curves = _curves(getattr(args, "accuracy", None) or [], trace_path)
+        target = getattr(args, "target", None) or _default_target(curves)
+        # one trace's accuracy log and epoch length apply to that trace's records only
+        sel = [r for r in recs if r.get("trace") == trace_path] or recs
+        pts = tta_points(sel, curves, ipe, target)
+        try:
+            paths = (plot_tta if kind == "tta" else plot_pareto)(pts, out, formats)
+        except ValueError as e:
+            raise ConfigError(args.db, kind, str(e)) from None
+    elif kind == "comm":
+        wl = getattr(args, "workload", None) or recs[0]["workload"]
+        runs = comm_runs(wl, getattr(args, "cluster", None) or "dgx-a100-hdr",
+                         getattr(args, "gpus", None), getattr(args, "epochs", None))
+        paths = plot_comm(runs, out, formats)
+    else:  # argparse restricts kind; kept for API callers
+        raise ConfigError(None, "--kind", f"unknown plot kind {kind!r}")
+    for p in paths:
+        print(p)
+    return 0

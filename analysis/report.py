@@ -1,0 +1,155 @@
+"""The demo (`make demo`): the bundled real traces replayed on every bundled platform with every
+method that applies there, a summary table, a result store and the five plots.
+
+    python -m analysis.report [--out out] [--trace DIR ...] [--quick]
+
+One pass over each trace (sim.replay.replay_layers) feeds both the network-level records and the
+per-layer plot, so the methods run once per recorded tensor and every engine reuses the result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = ("traces/sample-resnet20-mnist5k", "traces/sample-cnn2-mnist5k")
+HARDWARE = ("a100-sxm4-40gb", "h100-sxm5-80gb", "xeon-e5-2680v4", "rpi4b", "titan-xp")
+METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "approx:schedule=1",
+           "zero:schedule=1", "topk")
+
+
+def applies(method_id: str, hw) -> str | None:
+    """None if the method has a kernel on this hardware, else why not. The engines would still
+    return a number (modeled dense), which is not the method's, so the demo leaves it out."""
+    if hw.kind == "cpu" and method_id.startswith("sdgp-"):
+        return "no n:m sparse kernel on CPUs"
+    if hw.kind == "cpu" and method_id in ("approx", "approx-topk", "zero", "random"):
+        return "Wang et al.'s kernels are GPU kernels (patch engine)"
+    if hw.kind == "gpu" and method_id.startswith("sdgp-") and not hw.value("sparse_patterns"):
+        return "no sparse tensor cores"
+    return None
+
+
+def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print) -> dict:
+    from analysis import plots
+    from analysis.tables import format_table
+    from sim.hwconfig import load_hwconfig
+    from sim.replay import Totals, engines_for, parse_methods, replay_layers
+    from sim.traces.format import open_trace
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    hws = []
+    for h in hardware:
+        try:
+            hws.append(load_hwconfig(h))
+        except Exception as e:  # noqa: BLE001 - a missing optional platform is reported, not fatal
+            log(f"skipping hardware {h}: {e}")
+    engines = engines_for(hws)
+    specs = parse_methods(list(methods))
+    records, layer_recs, skipped = [], [], {}
+    for tpath in traces:
+        tr = open_trace(REPO / tpath if not Path(tpath).is_absolute() else tpath)
+        t1 = time.perf_counter()
+        totals = Totals(tr, specs, engines)
+        with warnings.catch_warnings():
+            # SDGP on the TITAN Xp falls back to dense with one warning per layer; those records
+            # are dropped below (applies()) and reported once
+            warnings.filterwarnings("ignore", message=".*running dense", category=RuntimeWarning)
+            rows = list(replay_layers(tr, specs, engines))
+        for row in rows:
+            totals.add(row)
+            for label, e in row["methods"].items():
+                for hw, sec in e["seconds"].items():
+                    layer_recs.append({"hw": hw, "workload": tr.workload.name, "batch": tr.batch,
+                                       "method": label, "iteration": row["iteration"],
+                                       "layer": row["layer"], "fwd_s": sec.get("fwd", 0.0),
+                                       "agbp_s": sec.get("agbp", 0.0), "wgc_s": sec.get("wgc", 0.0)})
+        by_name = {hw.name: hw for hw in hws}
+        for r in totals.records():
+            why = applies(r["method_id"], by_name[r["hw"]])
+            if why:
+                skipped.setdefault(f"{r['method_id']} on {r['hw']}", why)
+                continue
+            records.append(r)
+        log(f"replayed {tpath} ({tr.workload.name}, batch {tr.batch}, {len(tr.iterations)} "
+            f"captured iterations) on {len(hws)} platforms x {len(specs)} methods in "
+            f"{time.perf_counter() - t1:.1f} s")
+    for r in layer_recs:
+        r["hw_kind"] = next(h.kind for h in hws if h.name == r["hw"])
+    layer_recs = [r for r in layer_recs
+                  if not applies(r["method"].split(":")[0], next(h for h in hws if h.name == r["hw"]))]
+
+    log("")
+    log("per training iteration (FC layers included; speedups over dense on the same hardware; "
+        "backprop = AGBP + WGC):")
+    log(format_table(["workload", "hardware", "method", "density", "FWD ms", "AGBP ms", "WGC ms",
+                      "overhead %", "backprop x", "step x"],
+                     [[r["workload"], r["hw"], plots._short_method(r["method"]),
+                       f"{r['density']:.3f}" if r["density"] is not None else "-",
+                       f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}", f"{r['wgc_s'] * 1e3:.3f}",
+                       f"{100 * r['overhead_s'] / r['step_s']:.1f}",
+                       f"{r['backprop_speedup']:.2f}", f"{r['step_speedup']:.2f}"] for r in records]))
+    for k, why in skipped.items():
+        log(f"  not run: {k}: {why}")
+
+    # the store, when the result-store module exists; plain JSON otherwise
+    try:
+        from sim.results.store import ResultStore
+    except ImportError:
+        ResultStore = None
+    if ResultStore is not None:
+        db = out / "demo.sqlite"
+        st = ResultStore(db)
+        for r in records:
+            st.put(r)
+        if hasattr(st, "close"):
+            st.close()
+        log(f"\n{len(records)} records in {db}")
+    else:
+        p = out / "demo-records.json"
+        p.write_text(json.dumps(records, indent=1))
+        log(f"\n{len(records)} records in {p} (sim/results/store.py not present yet)")
+
+    # plots
+    from sim.system.tta import load_curves
+    paths = plots.plot_speedup(records, out)
+    main = [r for r in layer_recs if r["workload"] == records[0]["workload"]]
+    paths += plots.plot_layers(main, out, methods=[s.label for s in specs
+                                                   if s.id in ("dense", "dbtd", "sdgp-mag")])
+    first = open_trace(REPO / traces[0] if not Path(traces[0]).is_absolute() else traces[0])
+    curves = load_curves(first.path)
+    acc_dir = REPO / "docs" / "data" / "accuracy"   # per-method curves, when someone committed them
+    if acc_dir.is_dir():
+        for f in sorted(acc_dir.glob("*/epochs.csv")):
+            curves += [c for c in load_curves(f) if c.method not in (None, "dense")]
+    target = plots._default_target(curves)
+    pts = plots.tta_points([r for r in records if r["workload"] == first.workload.name], curves,
+                           plots.iterations_per_epoch(first), target)
+    paths += plots.plot_tta(pts, out)
+    paths += plots.plot_pareto(pts, out)
+    paths += plots.plot_comm(plots.comm_runs(first.workload.name, "dgx-a100-hdr", 16), out)
+    log("plots: " + ", ".join(str(p) for p in paths if p.suffix == ".png"))
+    n_curve = len({p["method"] for p in pts if p["tta_s"] is not None})
+    log(f"time to accuracy: target {target:g}; {n_curve} method(s) have their own accuracy curve "
+        "(the bundled trace's log is the dense run; others need per-method runs, "
+        "tools/accuracy_runs.py)")
+    secs = time.perf_counter() - t0
+    log(f"demo finished in {secs:.0f} s")
+    return {"records": records, "layer_records": layer_recs, "paths": paths, "seconds": secs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="out")
+    ap.add_argument("--trace", action="append", default=None)
+    a = ap.parse_args(argv)
+    run(Path(a.out), traces=tuple(a.trace) if a.trace else TRACES)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The Python API: the CLI's replay, sweep and export, returning plain records (lists of dicts).
+
+    from sim.results import api
+    recs = api.replay("traces/sample-resnet20-mnist5k", hw=["a100-sxm4-40gb", "xeon-e5-2680v4"])
+    recs = api.sweep(hw=["hwconfigs/a100*.yaml"], traces=["traces/sample-cnn2-mnist5k"],
+                     grid="grid.yaml", db="results.sqlite")
+    df = pandas.DataFrame(api.records("results.sqlite"))      # or layer rows: kind="layer"
+
+Bad input raises the same sim.errors exceptions the CLI reports (ConfigError, TraceError, ...).
+Records are the ones stored (with their `key`): a point replayed here, run in a sweep (without
+a grid) or read back with records() gives the same record.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sim.results.store import ResultStore, point_key
+
+
+def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = None, *,
+           seed: int = 0, iteration: int | None = None,
+           db: str | os.PathLike | None = None) -> list[dict]:
+    """`prunesim replay TRACE --hw ... --method ...`: one network-level record per (hw, method).
+
+    With `db` the records are also stored (existing points are kept, not duplicated).
+    """
+    from sim.replay import Totals, engines_for, parse_methods, replay_layers
+    from sim.traces.format import open_trace
+    tr = open_trace(Path(trace).resolve())  # records name traces by absolute path, as sweeps do
+    engines = engines_for(list(hw))
+    specs = parse_methods(list(methods or []))
+    totals = Totals(tr, specs, engines, seed)
+    for row in replay_layers(tr, specs, engines, seed, iteration):
+        totals.add(row)
+    recs = []
+    for r in totals.records():
+        hwc = next(h for h, _ in engines if h.name == r["hw"])
+        r = {**r, "only_iteration": iteration, "trace_source": "trace", "hw_path": hwc.path,
+             "hw_overrides": "{}"}
+        recs.append({"key": point_key(r), **r})
+    if db is not None:
+        with ResultStore(db) as st:
+            for r in recs:
+                st.put(r)
+    return recs
+
+
+def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str] | None = None,
+          methods: list[str] | None = None, db: str | os.PathLike | None = None,
+          batch: int | None = None, grid: str | os.PathLike | None = None, jobs: int | None = None,
+          scheduler: str | None = None, seed: int = 0, cache: str | os.PathLike | None = None,
+          stats: str | None = None, progress: bool | None = False) -> list[dict]:
+    """`prunesim sweep ...`: the records of every point of the sweep (run now or stored before).
+
+    Without `db` the results live in an in-memory store for this call only (nothing resumes).
+    `jobs` defaults to os.cpu_count(); `scheduler` is a Dask scheduler address.
+    """
+    from sim.results import sweep as sw
+    st = ResultStore(db if db is not None else ":memory:")
+    try:
+        res = sw.sweep(list(hw), workloads=workloads, traces=traces, methods=methods, batch=batch,
+                       grid=os.fspath(grid) if grid is not None else None, jobs=jobs,
+                       scheduler=scheduler, seed=seed,
+                       cache=os.fspath(cache) if cache is not None else None, stats=stats,
+                       progress=progress, store=st)
+        wanted = set(res.keys or ())
+        return [r for r in st.records() if r["key"] in wanted]
+    finally:
+        st.close()
+
+
+def records(db: str | os.PathLike, kind: str = "network") -> list[dict]:
+    """Every stored record of a result store ('network' points, or per-'layer' rows)."""
+    with ResultStore(db, create=False) as st:
+        return st.records(kind)
+
+
+def export(db: str | os.PathLike, csv: str | os.PathLike | None = None,
+           parquet: str | os.PathLike | None = None, kind: str = "network") -> int:
+    """`prunesim export`: write CSV and/or Parquet; returns the number of rows written."""
+    from sim.results.store import export_csv, export_parquet
+    recs = records(db, kind)
+    if parquet is not None:
+        export_parquet(recs, parquet)
+    if csv is not None:
+        export_csv(recs, csv)
+    return len(recs)

@@ -1,0 +1,503 @@
+"""Sweeps: the cartesian product of hardware (files, globs, parameter grids), traces or synthetic
+workloads, and methods, stored point by point in a resumable result store.
+
+    prunesim sweep --hw 'hwconfigs/a100*.yaml' --hw xeon-e5-2680v4 --grid grid.yaml \
+        --trace traces/sample-resnet20-mnist5k --method dbtd:p=0.99 --db results.sqlite
+
+How the work is cut: points are grouped by trace (the method set is the sweep's), and a group runs
+`replay_layers` once with every hardware variant of the group as an engine, so each method is
+applied to each recorded tensor once per group, however many hardware points there are. When
+there are fewer groups than workers, a group's hardware list is split into chunks (each chunk
+recomputes the methods: the price of using the idle workers). A point's numbers never depend on
+the grouping: methods are pure functions of (spec, layer, tensor, seed) and engines do not
+interact, so local, pooled and Dask runs give identical records (tests/test_sweep.py checks it).
+
+Workers (a local spawn pool, or Dask with --scheduler) only compute; the parent is the single
+writer and stores each point of a group, in its own transaction, as soon as the group returns.
+Points already in the store are skipped, so rerunning an interrupted sweep finishes it.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import hashlib
+import importlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from sim import __version__
+from sim.errors import ConfigError, PrunesimError, TraceError
+from sim.hwconfig import KINDS, HwConfig, load_hwconfig, with_overrides
+from sim.progress import Progress
+from sim.results.store import ResultStore, point_key
+from sim.yamlio import load_yaml_file
+
+DEFAULT_BATCH = 64
+_GLOB_CHARS = set("*?[")
+
+
+# ----------------------------------------------------------------------------------------------
+# Hardware: files, bundled names, globs, grids
+
+
+def expand_hw(patterns: list[str]) -> list[HwConfig]:
+    """Load every hwconfig named by a file, a bundled name or a glob (sorted matches)."""
+    out = []
+    for pat in patterns:
+        if _GLOB_CHARS & set(pat):
+            files = sorted(f for f in _glob.glob(pat) if f.endswith((".yaml", ".yml")))
+            if not files:
+                raise ConfigError(pat, "--hw", "no hwconfig file matches this pattern")
+            out += [load_hwconfig(f) for f in files]
+        else:
+            out.append(load_hwconfig(pat))
+    return out
+
+
+def load_grid(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """A grid YAML `{params: {name: [value, ...]}}` -> the list of override combinations, in the
+    order written (the last parameter varies fastest)."""
+    doc = load_yaml_file(path, ConfigError)
+    if not isinstance(doc, dict) or set(doc) != {"params"}:
+        raise ConfigError(path, None, "expected a mapping with one key, params: {name: [values]}")
+    params = doc["params"]
+    if not isinstance(params, dict) or not params:
+        raise ConfigError(path, "params", "expected a non-empty mapping of parameter to value list")
+    for name, vals in params.items():
+        if not isinstance(vals, list) or not vals:
+            raise ConfigError(path, f"params.{name}", "expected a non-empty list of values "
+                              "(a list-valued parameter is a list of lists)")
+    names = list(params)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(params[n] for n in names))]
+
+
+def hw_points(hws: list[HwConfig], grid: list[dict] | None = None,
+              grid_path: str | None = None) -> list[tuple[HwConfig, dict]]:
+    """Every (variant, overrides) of every hwconfig; identical duplicates are dropped and two
+    different configs sharing a name are refused (records identify hardware by name)."""
+    out: list[tuple[HwConfig, dict]] = []
+    seen: dict[str, HwConfig] = {}
+    for hw in hws:
+        combos = grid or [{}]
+        if grid:
+            # validate value by value first, so the error names the list entry at fault
+            for name in combos[0]:
+                vals = []
+                for c in combos:
+                    if c[name] not in vals:
+                        vals.append(c[name])
+                for i, v in enumerate(vals):
+                    try:
+                        with_overrides(hw, {name: v}, origin=grid_path)
+                    except ConfigError as e:
+                        raise ConfigError(grid_path, f"params.{name}[{i}]",
+                                          f"{e.message} (applied to {hw.name})") from None
+        for combo in combos:
+            v = with_overrides(hw, combo, origin=grid_path) if combo else hw
+            prev = seen.get(v.name)
+            if prev is not None:
+                if prev.checksum != v.checksum:
+                    raise ConfigError(v.path, "name", f"{v.name!r} is also the name of {prev.path}, "
+                                      "with other parameters; give one of them another name")
+                continue
+            seen[v.name] = v
+            out.append((v, combo))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Traces: given, or synthesized once and cached by content
+
+
+def cache_dir(cache: str | os.PathLike | None = None) -> Path:
+    if cache:
+        return Path(cache)
+    env = os.environ.get("PRUNESIM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "prunesim"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def synthetic_trace(workload: str, batch: int, seed: int = 0, stats: str | None = None,
+                    cache: str | os.PathLike | None = None, progress: bool | None = None) -> Path:
+    """The synthetic trace of (workload, batch, seed, stats), generated on first use.
+
+    Its cache entry is named by the SHA-256 of everything the generator reads (the workload's
+    content, not its name; the statistics file's checksum; batch, seed, model and prunesim
+    version), and appears atomically (written aside, then renamed), so a killed run never leaves
+    a half-written entry that a later run would trust.
+    """
+    from sim.traces import gradmodel as gm
+    from sim.traces.format import open_trace
+    from sim.traces.synth import load_stats, synth
+    from sim.workload import load_workload
+    wl = load_workload(workload)
+    st = load_stats(stats)
+    ident = {"workload": wl.to_dict(), "batch": batch, "seed": seed, "stats": st.sha256,
+             "iterations": 1, "dtype": "float32", "model": gm.MODEL, "prunesim": __version__}
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+    root = cache_dir(cache) / "traces"
+    final = root / f"{wl.name}-b{batch}-s{seed}-{digest[:16]}"
+    if not final.exists():
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(root, "--cache", f"cannot create the trace cache: {e}") from None
+        for old in root.glob(f".{final.name}.tmp*"):  # left by killed runs
+            pid = old.name.rsplit(".tmp", 1)[-1]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+        tmp = root / f".{final.name}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with Progress(len(wl.layers), f"synth {wl.name} b{batch}", "layers", force=progress) as bar:
+            synth(wl, batch, tmp, st, seed=seed, progress=bar.callback)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another sweep made it first: same content
+    tr = open_trace(final)
+    if not tr.complete:
+        raise TraceError(final, None, "incomplete cached trace; delete it to regenerate")
+    return final
+
+
+# ----------------------------------------------------------------------------------------------
+# Planning
+
+
+@dataclass(frozen=True)
+class TraceRef:
+    path: str          # absolute: workers may run in another directory
+    checksum: str
+    workload: str
+    batch: int
+    iterations: int
+    source: str        # 'trace' or 'synthetic'
+
+
+def trace_ref(path: str | os.PathLike, source: str = "trace") -> TraceRef:
+    from sim.replay import trace_checksum
+    from sim.traces.format import open_trace
+    tr = open_trace(path)
+    n = len(tr.iterations)
+    if n == 0:
+        raise TraceError(tr.path, "records", "no dO tensors to replay")
+    return TraceRef(str(Path(path).resolve()), trace_checksum(tr), tr.workload.name, tr.batch, n, source)
+
+
+def planned_record(tr: TraceRef, hw: HwConfig, method, seed: int) -> dict:
+    """The key inputs of a point, as its record will hold them (so the key is known up front)."""
+    return {"prunesim": __version__, "hw": hw.name, "hw_checksum": hw.checksum,
+            "workload": tr.workload, "trace_checksum": tr.checksum, "batch": tr.batch,
+            "iterations": tr.iterations, "seed": seed, "method_id": method.id,
+            "method_params": json.dumps(dict(method.params), sort_keys=True)}
+
+
+def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list, seed: int,
+         done: set[str], workers: int = 1) -> tuple[list[dict], int, int]:
+    """Tasks for the points not in `done`: (tasks, points to run, points skipped).
+
+    A task is a plain dict (hwconfigs travel as their frozen dataclasses; everything else is
+    JSON-like). Dense always runs in a task: every speedup is relative to it.
+    """
+    todo: list[tuple[TraceRef, list[tuple[HwConfig, dict]], set[str]]] = []
+    n_run = n_skip = 0
+    for tr in traces:
+        need_hw, need_m = [], set()
+        for hw, combo in hws:
+            missing = {m.label for m in methods if point_key(planned_record(tr, hw, m, seed)) not in done}
+            n_run += len(missing)
+            n_skip += len(methods) - len(missing)
+            if missing:
+                need_hw.append((hw, combo))
+                need_m |= missing
+        if need_hw:
+            todo.append((tr, need_hw, need_m))
+    chunks = max(1, math.ceil(workers / len(todo))) if todo else 1
+    tasks = []
+    for tr, need_hw, need_m in todo:
+        k = min(chunks, len(need_hw))
+        size = math.ceil(len(need_hw) / k)
+        labels = [m.label for m in methods if m.label in need_m or m.id == "dense"]
+        for i in range(0, len(need_hw), size):
+            part = need_hw[i:i + size]
+            tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,
+                          "methods": labels, "hw": [h for h, _ in part],
+                          "overrides": {h.name: c for h, c in part}, "seed": seed})
+    return tasks, n_run, n_skip
+
+
+# ----------------------------------------------------------------------------------------------
+# One group: a pure function of its task (runs in a worker)
+
+
+def run_group(task: dict) -> dict:
+    """Replay one trace on the task's hardware for its methods; returns {'points': [...]} with
+    each point's network record and per-layer rows, or {'error': ...} for bad input (exceptions
+    of prunesim do not survive pickling across processes, so they travel as plain data)."""
+    try:
+        return {"points": _run_group(task)}
+    except PrunesimError as e:
+        return {"error": {"type": type(e).__name__, "file": e.file, "field": e.field,
+                          "message": e.message}}
+
+
+def _run_group(task: dict) -> list[dict]:
+    from sim.methods import parse_method
+    from sim.replay import Totals, replay_layers, trace_checksum
+    from sim.traces.format import open_trace
+    trace = open_trace(task["trace"])
+    if trace_checksum(trace) != task["trace_checksum"]:
+        raise TraceError(trace.path, "manifest.json", "differs from the trace the sweep planned "
+                         "(changed since, or a different file at this path on this worker)")
+    methods = [parse_method(s) for s in task["methods"]]
+    engines = [(hw, importlib.import_module(KINDS[hw.kind])) for hw in task["hw"]]
+    seed = task["seed"]
+    totals = Totals(trace, methods, engines, seed)
+    # per (hw, method, layer): sums over captured iterations of phase seconds, overhead, density
+    lay: dict = defaultdict(lambda: defaultdict(float))
+    meta: dict[str, dict] = {}
+    for row in replay_layers(trace, methods, engines, seed):
+        totals.add(row)
+        meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
+        for label, e in row["methods"].items():
+            for hw_name, sec in e["seconds"].items():
+                acc = lay[(hw_name, label, row["layer"])]
+                acc["n"] += 1
+                acc["density"] += e["density"]
+                acc["overhead"] += e["overhead"][hw_name]
+                for ph, v in sec.items():
+                    acc[ph] += v
+    order = {l.name: i for i, l in enumerate(trace.workload.layers)}
+    out = []
+    for rec in totals.records():
+        rec["only_iteration"] = None  # a sweep replays every captured iteration
+        rec["trace_source"] = task["source"]
+        rec["hw_path"] = next(h.path for h in task["hw"] if h.name == rec["hw"])
+        rec["hw_overrides"] = json.dumps(task["overrides"].get(rec["hw"], {}), sort_keys=True)
+        layers = []
+        for name in sorted(meta, key=order.__getitem__):
+            acc = lay.get((rec["hw"], rec["method"], name))
+            if not acc:
+                continue
+            n = acc["n"]
+            layers.append({**{k: rec[k] for k in ("hw", "hw_kind", "hw_checksum", "workload",
+                                                  "trace_checksum", "batch", "seed", "method",
+                                                  "method_id", "method_params", "prunesim")},
+                           "layer": name, "layer_index": order[name], **meta[name],
+                           "iterations": int(n), "density": acc["density"] / n,
+                           "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
+                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n})
+        out.append({"record": rec, "layers": layers})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Execution: inline, a local spawn pool, or Dask; results come back as groups finish
+
+
+def _worker_init(parent: int) -> None:
+    # Ctrl-C reaches the whole process group; the parent alone decides (it terminates the pool)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # If the parent is killed (kill -9), its workers must not finish their groups for nobody and
+    # then die on a broken pipe: on Linux, ask the kernel to kill them with it
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _run_local(tasks: list[dict], jobs: int) -> Iterator[dict]:
+    if jobs <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            yield run_group(t)
+        return
+    # spawn, not fork: the parent may hold Numba/BLAS threads, which fork does not copy safely
+    ctx = multiprocessing.get_context("spawn")
+    pool = ctx.Pool(min(jobs, len(tasks)), initializer=_worker_init, initargs=(os.getpid(),))
+    try:
+        yield from pool.imap_unordered(run_group, tasks, chunksize=1)
+        pool.close()
+    finally:
+        pool.terminate()  # on Ctrl-C or an error: stop the workers now, not after their groups
+        pool.join()
+
+
+def _dask_client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ConfigError(None, "--scheduler", "Dask is not installed: pip install 'prunesim[dist]' "
+                          "(or 'dask[distributed]')") from None
+    try:
+        return Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError) as e:
+        raise ConfigError(None, "--scheduler", f"cannot connect to {address}: {e}") from None
+
+
+def dask_workers(address: str) -> int:
+    c = _dask_client(address)
+    try:
+        return max(1, sum(c.nthreads().values()))
+    finally:
+        c.close()
+
+
+def _run_dask(tasks: list[dict], address: str) -> Iterator[dict]:
+    from distributed import as_completed
+    import uuid
+    client = _dask_client(address)
+    run = uuid.uuid4().hex
+    futs = []
+    try:
+        # pure=False: never reuse a result cached on the cluster; keys name the sweep's groups
+        futs = client.map(run_group, tasks, pure=False,
+                          key=[f"prunesim-group-{run}-{i}" for i in range(len(tasks))])
+        # loop=: this client is not the process default (an API caller may have its own)
+        for fut in as_completed(futs, loop=client.loop):
+            yield fut.result()
+    finally:
+        if futs:
+            client.cancel(futs)
+        client.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# The sweep
+
+
+@dataclass
+class SweepResult:
+    db: str
+    points: int = 0          # points of the sweep
+    skipped: int = 0         # already in the store before this run
+    stored: int = 0          # written by this run
+    groups: int = 0
+    interrupted: bool = False
+    keys: list[str] | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "keys"}
+
+
+def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str] | None = None,
+          methods: list[str] | None = None, db: str | os.PathLike | None = None,
+          batch: int | None = None, grid: str | None = None, jobs: int | None = None,
+          scheduler: str | None = None, seed: int = 0, cache: str | None = None,
+          stats: str | None = None, progress: bool | None = None,
+          store: ResultStore | None = None, log: Callable[[str], None] | None = None) -> SweepResult:
+    """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
+    from sim.replay import parse_methods
+    if bool(workloads) == bool(traces):
+        raise ConfigError(None, "--workload/--trace", "give workloads or traces (one of the two)")
+    if traces and batch is not None:
+        raise ConfigError(None, "--batch", "traces keep their own batch; --batch is for workloads")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(None, "--seed", f"must be a non-negative integer, got {seed!r}")
+    say = log or (lambda s: None)
+    specs = parse_methods(list(methods or []))
+    combos = load_grid(grid) if grid else None
+    points_hw = hw_points(expand_hw(list(hw)), combos, str(grid) if grid else None)
+    if store is None and db is None:
+        raise ConfigError(None, "--db", "a sweep needs a result store")
+    own_store = store is None
+    st = store if store is not None else ResultStore(db)
+    res = SweepResult(str(db) if db is not None else st.path)
+    try:
+        refs = []
+        for t in traces or []:
+            refs.append(trace_ref(t, "trace"))
+        for w in workloads or []:
+            refs.append(trace_ref(synthetic_trace(w, batch or DEFAULT_BATCH, seed, stats, cache,
+                                                  progress), "synthetic"))
+        workers = dask_workers(scheduler) if scheduler else (jobs or os.cpu_count() or 1)
+        done = st.keys()
+        tasks, n_run, n_skip = plan(refs, points_hw, specs, seed, done, workers)
+        wanted = {point_key(planned_record(tr, h, m, seed)) for tr in refs for h, _ in points_hw
+                  for m in specs}
+        res.points, res.skipped, res.groups = len(wanted), n_skip, len(tasks)
+        res.keys = sorted(wanted)
+        say(f"sweep: {len(refs)} trace(s) x {len(points_hw)} hardware point(s) x {len(specs)} "
+            f"method(s) = {res.points} points; {n_skip} already stored, {n_run} to run in "
+            f"{len(tasks)} group(s) on " + (f"Dask at {scheduler}" if scheduler else
+                                              f"{min(workers, max(1, len(tasks)))} local worker(s)"))
+        first_error = None
+        results = _run_dask(tasks, scheduler) if scheduler else _run_local(tasks, workers)
+        with Progress(n_run, "sweep", "points", force=progress) as bar:
+            try:
+                for out in results:
+                    if "error" in out:
+                        first_error = first_error or out["error"]
+                        bar.write(f"group failed: {_error_text(out['error'])}")
+                        continue
+                    new = 0
+                    for p in out["points"]:
+                        if point_key(p["record"]) not in wanted:  # planning and replay disagree
+                            raise RuntimeError(f"internal error: point {p['record']['hw']} x "
+                                               f"{p['record']['method']} has an unplanned key")
+                        # points of the group stored earlier (dense, run for the speedups) are
+                        # ignored by the store's INSERT OR IGNORE
+                        if st.put(p["record"], p["layers"]):
+                            new += 1
+                    res.stored += new
+                    bar.update(new)
+            except KeyboardInterrupt:
+                res.interrupted = True
+                results.close()  # terminates the pool / cancels the Dask futures
+                raise
+        if first_error is not None:
+            e = first_error
+            cls = {c.__name__: c for c in (ConfigError, TraceError)}.get(e["type"], PrunesimError)
+            raise cls(e["file"], e["field"], e["message"] + f" ({res.stored} points stored before "
+                      "stopping; rerun to resume)")
+    finally:
+        if own_store:
+            st.close()
+    return res
+
+
+def _error_text(e: dict) -> str:
+    return ": ".join(p for p in (e.get("file"), e.get("field"), e.get("message")) if p)
+
+
+def cmd_sweep(args) -> int:
+    progress = None if not args.json else False
+    try:
+        res = sweep(args.hw, workloads=args.workload, traces=args.trace, methods=args.method,
+                    db=args.db, batch=args.batch, grid=args.grid, jobs=args.jobs,
+                    scheduler=args.scheduler, seed=args.seed, cache=args.cache,
+                    stats=getattr(args, "stats", None), progress=progress,
+                    log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+    except KeyboardInterrupt:
+        print(f"prunesim: sweep interrupted; finished points are in {args.db}: rerun the same "
+              "command to resume", file=sys.stderr)
+        raise
+    if args.json:
+        print(json.dumps(res.as_dict(), indent=1))
+    else:
+        print(f"{res.stored} new point(s) stored in {args.db} ({res.skipped} already there, "
+              f"{res.points} in the sweep)")
+    return 0
