@@ -45,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.cli:cmd_workload_show")
+    p = wls.add_parser("export", help="write a workload for another simulator (SCALE-Sim v3: "
+                                      "topology CSVs and a 128x128 scale.cfg)")
+    p.add_argument("name", help="zoo name (e.g. resnet50-imagenet) or path to a workload YAML")
+    p.add_argument("--format", choices=["scalesim"], required=True, help="target simulator")
+    p.add_argument("--out", required=True, help="directory to write (created if missing)")
+    p.add_argument("--batch", type=_positive_int, default=1,
+                   help="batch of the FWD/AGBP/WGC GEMM topology (default 1; SCALE-Sim's conv "
+                        "topology is always batch 1)")
+    p.add_argument("--convs-only", action="store_true", help="leave out the FC layers")
+    _handler(p, "sim.workload_export:cmd_workload_export")
 
     # --- traces --------------------------------------------------------------------------------
     tr = sub.add_parser("trace", help="inspect, check, fit and synthesize gradient traces")
@@ -73,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=_positive_int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
+    p.add_argument("--subsample", type=_positive_int, default=None,
+                   help="record only the first S samples of each batch (the scale follows --batch)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.traces.synth:cmd_synth")
 
@@ -212,7 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run on an existing Dask distributed scheduler")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cache", default=None, help="synthetic-trace cache directory")
+    p.add_argument("--cache", default=None, help="synthetic-trace cache directory "
+                                                 "(default $PRUNESIM_CACHE or ~/.cache/prunesim)")
+    p.add_argument("--stats", default=None,
+                   help="fitted statistics YAML for workloads (default: the ones shipped)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     _handler(p, "sim.results.sweep:cmd_sweep")
     p = sub.add_parser("export", help="export a result store to CSV (or Parquet)")
@@ -227,11 +242,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", required=True, choices=("speedup", "layers", "tta", "comm", "pareto"))
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf")
+    p.add_argument("--methods", action="append", default=None, metavar="LABEL",
+                   help="layers: methods to show (repeatable; default the first three stored)")
+    p.add_argument("--accuracy", action="append", default=None, metavar="CSV_OR_TRACE",
+                   help="tta/pareto: accuracy curves (training log CSV or trace dir; repeatable; "
+                        "default the stored trace's log.csv)")
+    p.add_argument("--target", type=float, default=None,
+                   help="tta/pareto: target accuracy (default 0.99 x dense's best)")
+    p.add_argument("--iterations-per-epoch", type=_positive_int, default=None,
+                   help="tta/pareto: default from the trace's provenance")
+    p.add_argument("--cluster", default=None, help="comm: cluster YAML (default dgx-a100-hdr)")
+    p.add_argument("--gpus", type=_positive_int, default=None, help="comm: devices used")
+    p.add_argument("--workload", default=None, help="comm: workload (default the stored one)")
+    p.add_argument("--epochs", type=_positive_int, default=None, help="comm: training epochs")
     _handler(p, "analysis.plots:cmd_plot")
     p = sub.add_parser("validate", help="compute every published result from the models; compare")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--out", default="docs/validation.md", help="report to write")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
+    p.add_argument("--only", action="append", default=None,
+                   choices=("hw3", "d", "b", "c", "a", "d-accuracy"),
+                   help="only these row groups (repeatable; default all)")
     _handler(p, "analysis.validation:cmd_validate")
     return ap
 

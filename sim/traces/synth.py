@@ -362,7 +362,7 @@ def cmd_synth(args) -> int:
         raise TraceError(None, "--seed", f"must be >= 0, got {args.seed}")
     t0 = time.perf_counter()
     path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
-                 dtype=args.dtype, force=args.force,
+                 dtype=args.dtype, force=args.force, subsample=getattr(args, "subsample", None),
                  progress=lambda s: print(s, file=sys.stderr, flush=True))
     print(f"wrote synthetic trace {path} ({wl.name}, batch {args.batch}, {args.iterations} "
           f"iteration(s), seed {args.seed}, stats {stats.path}) in {time.perf_counter() - t0:.1f} s")
