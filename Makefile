@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench bench-scalesim clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,5 +27,17 @@ test: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info
 
+# benchmarks (not part of CI); results and machines in docs/performance.md
 bench: $(STAMP)
 	$(PY) bench/bench_methods.py
+	$(PY) bench/bench_tensorcore.py
+	$(PY) bench/bench_cpu.py
+	$(PY) bench/bench_patch.py
+	$(PY) bench/bench_replay.py speed
+	$(PY) bench/bench_replay.py memory
+
+# SCALE-Sim v3 side by side, in its own environment (it needs numpy<2.3)
+bench-scalesim: $(STAMP)
+	test -x .venv-scalesim/bin/python || ($(PYTHON) -m venv .venv-scalesim && \
+	  .venv-scalesim/bin/pip install --quiet scalesim==3.0.0 'numpy<2.3')
+	$(PY) bench/bench_scalesim.py --scalesim-python .venv-scalesim/bin/python --docs docs/performance.md

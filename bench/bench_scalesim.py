@@ -1,6 +1,6 @@
 """prunesim next to SCALE-Sim v3 on the same dense ResNet-50 (ImageNet) conv-layer set, in one run.
 
-    python bench/bench_scalesim.py [--scalesim-python /tmp/lead/ssvenv/bin/python] [--layers N]
+    python bench/bench_scalesim.py [--scalesim-python .venv-scalesim/bin/python] [--layers N]
                                    [--docs docs/performance.md]
 
 1. `prunesim workload export resnet50-imagenet --format scalesim --convs-only` writes SCALE-Sim's
@@ -48,7 +48,7 @@ from sim.workload_export import export_scalesim  # noqa: E402
 
 WORKLOAD = "resnet50-imagenet"
 HW = "a100-sxm4-40gb"
-SCALESIM_PYTHON = "/tmp/lead/ssvenv/bin/python"
+SCALESIM_PYTHON = ".venv-scalesim/bin/python"  # made by `make bench-scalesim`
 HEADING = "## SCALE-Sim v3 side by side"
 
 # Run inside SCALE-Sim's venv. argv: mode ("check" | "run"), cfg, topology, layout, gemm, results dir
