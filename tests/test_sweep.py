@@ -237,7 +237,9 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_rows(tmp_path, sig, unin
     else:
         assert p.returncode == -signal.SIGKILL
     kept = api.records(db)
-    assert 2 <= len(kept) < 8 and len(kept) % 2 == 0        # whole groups, no half points
+    # each point is its own transaction: any number may have landed, each one whole and right
+    assert 1 <= len(kept) < 8
+    assert all(uninterrupted[k] == v for k, v in by_key(kept).items())
     p = _sweep_proc(db)
     p.communicate(timeout=120)
     assert p.returncode == 0
