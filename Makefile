@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_patch.py
 	$(PY) bench/bench_replay.py speed
 	$(PY) bench/bench_replay.py memory
+	$(PY) bench/bench_sweep.py
 
 # SCALE-Sim v3 side by side, in its own environment (it needs numpy<2.3)
 bench-scalesim: $(STAMP)
