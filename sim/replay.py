@@ -190,9 +190,10 @@ def cmd_replay(args) -> int:
     if getattr(args, "db", None):
         from sim.results.store import ResultStore
         store = ResultStore(args.db)
+    cluster = None
     if getattr(args, "cluster", None):
-        raise ConfigError(args.cluster, "--cluster", "the training-level estimate inside replay "
-                          "is not wired yet: use `prunesim train --cluster`")
+        from sim.system.cluster import load_cluster
+        cluster = load_cluster(args.cluster)   # validated before any work is done
     w = trace.workload
     prov = trace.provenance
     if not args.json:
@@ -213,8 +214,42 @@ def cmd_replay(args) -> int:
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
-    _report(args, trace, engines, totals, rows_out, layer_rows, store)
+    training = training_report(trace, methods, cluster, quiet=args.json) if cluster else None
+    _report(args, trace, engines, totals, rows_out, layer_rows, store, training)
     return 0
+
+
+def training_report(trace: Trace, methods: list[MethodSpec], cluster, quiet: bool = False) -> list:
+    """The training-level estimate of the trace's workload on a cluster (sim.system), per method:
+    whole-run time and communication at the trace's batch, next to dense."""
+    from sim.system.prunetrain import DEFAULT_EPOCHS, simulate_run
+    w = trace.workload
+    epochs = DEFAULT_EPOCHS.get(w.dataset or "", 1)
+    rows = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch)
+                for m in methods}
+    _print_warnings(caught)
+    dense = runs["dense"]
+    for label, r in runs.items():
+        rows.append({"method": label, "cluster": cluster.name, "devices": cluster.devices,
+                     "epochs": epochs, "batch_per_device": trace.batch,
+                     "train_s": r.train_seconds, "comm_bytes": r.comm_bytes,
+                     "comm_s": r.comm_seconds, "time_vs_dense": r.train_seconds / dense.train_seconds,
+                     "timing": r.timing_source, "notes": list(r.notes)})
+    if quiet:
+        return rows
+    print()
+    print(f"training on {cluster.name} ({cluster.devices} devices), {epochs} epochs at batch "
+          f"{trace.batch} per device (sim.system; per-layer times: {dense.timing_source}):")
+    print(format_table(["method", "train", "all-reduce", "payload GB", "time x dense"],
+                       [[r["method"], f"{r['train_s']:.4g} s", f"{r['comm_s']:.4g} s",
+                         f"{r['comm_bytes'] / 1e9:.1f}", f"{r['time_vs_dense']:.3f}"] for r in rows]))
+    for r in rows:
+        for n in r["notes"]:
+            print(f"  {r['method']}: {n}")
+    return rows
 
 
 def _print_warnings(caught) -> None:
@@ -246,7 +281,7 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
                                        *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES)])
 
 
-def _report(args, trace, engines, totals, rows_out, layer_rows, store) -> None:
+def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
     w = trace.workload
     records = totals.records()
     if store is not None:
@@ -261,7 +296,9 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store) -> None:
                                          "hardware": [hw.name for hw, _ in engines],
                                          "layers": rows_out,
                                          "mean_conv_density": totals.mean_density(),
-                                         "performance": records}), indent=1))
+                                         "performance": records,
+                                         **({"training": training} if training else {})}),
+                         indent=1))
         return
     print()
     print("mean operand density over conv layers and captured iterations "

@@ -48,3 +48,23 @@ def test_replay_bad_arguments_fail_cleanly(capsys, args):
     rc = main(["replay", str(SAMPLE), *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("prunesim: error:")
+
+
+def test_replay_with_cluster_adds_the_training_estimate(capsys):
+    rc = main(["replay", str(SAMPLE), "--iteration", "300", "--method", "sdgp-mag:nm=2:4",
+               "--method", "zero:schedule=1", "--cluster", "dgx-a100-hdr", "--json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)   # one JSON document, training included
+    training = {r["method"]: r for r in doc["training"]}
+    assert training["dense"]["time_vs_dense"] == 1.0
+    # zero skips scheduled WGCs and their all-reduce: never slower, fewer bytes or equal
+    assert training["zero:schedule=1"]["comm_bytes"] <= training["dense"]["comm_bytes"]
+    assert all(r["train_s"] > 0 and r["devices"] > 1 for r in training.values())
+
+
+def test_replay_bad_cluster_is_one_line(capsys, tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("name: x\n")
+    rc = main(["replay", str(SAMPLE), "--cluster", str(f)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and str(f) in err[0]
