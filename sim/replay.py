@@ -214,42 +214,43 @@ def cmd_replay(args) -> int:
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
-    training = training_report(trace, methods, cluster, quiet=args.json) if cluster else None
+    training = training_report(trace, methods, cluster) if cluster else None
     _report(args, trace, engines, totals, rows_out, layer_rows, store, training)
+    if training and not args.json:
+        print_training(training)
     return 0
 
 
-def training_report(trace: Trace, methods: list[MethodSpec], cluster, quiet: bool = False) -> list:
+def training_report(trace: Trace, methods: list[MethodSpec], cluster) -> list[dict]:
     """The training-level estimate of the trace's workload on a cluster (sim.system), per method:
     whole-run time and communication at the trace's batch, next to dense."""
     from sim.system.prunetrain import DEFAULT_EPOCHS, simulate_run
     w = trace.workload
     epochs = DEFAULT_EPOCHS.get(w.dataset or "", 1)
-    rows = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch)
                 for m in methods}
     _print_warnings(caught)
     dense = runs["dense"]
-    for label, r in runs.items():
-        rows.append({"method": label, "cluster": cluster.name, "devices": cluster.devices,
-                     "epochs": epochs, "batch_per_device": trace.batch,
-                     "train_s": r.train_seconds, "comm_bytes": r.comm_bytes,
-                     "comm_s": r.comm_seconds, "time_vs_dense": r.train_seconds / dense.train_seconds,
-                     "timing": r.timing_source, "notes": list(r.notes)})
-    if quiet:
-        return rows
+    return [{"method": label, "cluster": cluster.name, "devices": cluster.devices,
+             "epochs": epochs, "batch_per_device": trace.batch, "train_s": r.train_seconds,
+             "comm_bytes": r.comm_bytes, "comm_s": r.comm_seconds,
+             "time_vs_dense": r.train_seconds / dense.train_seconds, "timing": r.timing_source,
+             "notes": list(r.notes)} for label, r in runs.items()]
+
+
+def print_training(rows: list[dict]) -> None:
+    r0 = rows[0]
     print()
-    print(f"training on {cluster.name} ({cluster.devices} devices), {epochs} epochs at batch "
-          f"{trace.batch} per device (sim.system; per-layer times: {dense.timing_source}):")
+    print(f"training on {r0['cluster']} ({r0['devices']} devices), {r0['epochs']} epochs at batch "
+          f"{r0['batch_per_device']} per device (sim.system; per-layer times: {r0['timing']}):")
     print(format_table(["method", "train", "all-reduce", "payload GB", "time x dense"],
                        [[r["method"], f"{r['train_s']:.4g} s", f"{r['comm_s']:.4g} s",
                          f"{r['comm_bytes'] / 1e9:.1f}", f"{r['time_vs_dense']:.3f}"] for r in rows]))
     for r in rows:
         for n in r["notes"]:
             print(f"  {r['method']}: {n}")
-    return rows
 
 
 def _print_warnings(caught) -> None:
