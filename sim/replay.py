@@ -86,7 +86,8 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
         for m in methods:
             res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
                                batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
-                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr)
+                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr,
+                               dense_output=False)
             mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
             entry = {"density": res.density, "structure": res.structure,
                      "work": res.work.as_dict(), "seconds": {}, "overhead": {},

@@ -191,6 +191,17 @@ def test_resmag_preserves_l1(rescale):
     assert np.allclose(l1, l1h, rtol=1e-3)  # up to the 1e-4 guard in the denominator
 
 
+@pytest.mark.parametrize("mode", ["random", "mag", "resmag"])
+def test_sdgp_without_dense_output_has_the_same_structure(mode):
+    x = heavy((3, 20, 5, 5), seed=12) * 1000
+    a = nmm.sdgp(x, "2:8", mode, key=4)
+    b = nmm.sdgp(x, "2:8", mode, key=4, dense_output=False)
+    assert b.pruned is None and a.density == b.density and a.work == b.work
+    assert np.array_equal(a.nm.values, b.nm.values) and np.array_equal(a.nm.metadata, b.nm.metadata)
+    if mode == "resmag":
+        assert np.array_equal(a.nm.channel_scale, b.nm.channel_scale)
+
+
 def test_sdgp_nhwc_layout_equals_nchw():
     x = heavy((2, 12, 4, 4), seed=3)
     a = nmm.sdgp(x, "2:4", "mag", key=0).pruned

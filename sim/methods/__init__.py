@@ -146,12 +146,15 @@ def dense_result(g: np.ndarray, method: str = "dense", params: dict | None = Non
 
 def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: int,
                  conv_index: int = 0, batch_index: int = 0, n_conv: int = 1,
-                 scheduled: bool | None = None, build_csr: bool = True) -> MethodResult:
+                 scheduled: bool | None = None, build_csr: bool = True,
+                 dense_output: bool = True) -> MethodResult:
     """Apply a method to one layer's gradient tensor g (NCHW dO, or N x F for FC layers).
 
     key: the random stream of this (layer, iteration), from stream_key(seed, layer.index, iteration).
     batch: the training batch (the `random` method's scale). conv_index / batch_index / n_conv place
     the layer in an approximation schedule; `scheduled` overrides the schedule (True: apply).
+    dense_output=False lets structured methods skip the pruned tensor in dense form when only
+    their compressed structure is needed (SDGP: values + metadata).
     """
     from sim.methods import approx as _approx
     from sim.methods import dbtd as _dbtd
@@ -169,8 +172,8 @@ def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, bat
     if mid.startswith("sdgp-"):
         if not sdgp_prunes(layer):
             return dense_result(g, mid, p, "not pruned: SDGP skips the stem and linear layers")
-        return _nm_mod.sdgp(g, p["nm"], mid.split("-", 1)[1], key, rescale=p.get("rescale",
-                                                                               "sample-channel"))
+        return _nm_mod.sdgp(g, p["nm"], mid.split("-", 1)[1], key,
+                            rescale=p.get("rescale", "sample-channel"), dense_output=dense_output)
     if mid in ("zero", "random", "approx", "approx-topk"):
         if layer.op != "conv":
             return dense_result(g, mid, p, "not approximated: the schedule covers conv layers")

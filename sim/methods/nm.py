@@ -52,7 +52,22 @@ def _abs_sum_f64(x, b, c):
 
 
 @njit(cache=True)
-def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, want_l1):
+def _abs_sum_kept_f64(x, rank, j, keep, b, c):
+    # _abs_sum_f64 of the pruned row (kept values, zeros elsewhere), in the same order
+    acc = np.zeros(8, np.float64)
+    HW = x.shape[2]
+    full = HW - HW % 8
+    for s in range(0, full, 8):
+        for k in range(8):
+            # a multiply by the 0/1 mask (not a select) keeps this loop vectorized
+            acc[k] += abs(np.float64(x[b, c, s + k])) * np.float64(rank[j, s + k] < keep)
+    for s in range(full, HW):
+        acc[s - full] += abs(np.float64(x[b, c, s])) * np.float64(rank[j, s] < keep)
+    return acc.sum()
+
+
+@njit(cache=True)
+def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, want_l1, write_out):
     """Prune x (N, C, HW) float32 into out, in one pass over x.
 
     mode 0 draws one uniform per element (by its NCHW flat index) and keeps the n largest draws;
@@ -99,10 +114,12 @@ def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, wa
             for j in range(mm):
                 for s in range(HW):
                     k = rank[j, s] < keep
-                    v = x[b, c0 + j, s]
-                    out[b, c0 + j, s] = v if k else np.float32(0.0)
                     pos[j, s] = cnt[s] if k else n
                     cnt[s] += k
+            if write_out:  # the pruned dense tensor: for checks; hardware uses vals + meta
+                for j in range(mm):
+                    for s in range(HW):
+                        out[b, c0 + j, s] = x[b, c0 + j, s] if rank[j, s] < keep else np.float32(0.0)
             for t in range(n):
                 if t >= keep:  # short last group: padding slots
                     vals[b, g, t, :] = 0
@@ -130,7 +147,7 @@ def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, wa
             if want_l1:
                 for j in range(mm):
                     l1_in[b, c0 + j] = _abs_sum_f64(x, b, c0 + j)
-                    l1_kept[b, c0 + j] = _abs_sum_f64(out, b, c0 + j)
+                    l1_kept[b, c0 + j] = _abs_sum_kept_f64(x, rank, j, keep, b, c0 + j)
     return nnz
 
 
@@ -191,16 +208,17 @@ def unpack_metadata(meta: np.ndarray, G: int, n: int, bits: int) -> np.ndarray:
 
 @njit(cache=True)
 def apply_channel_scale(out, vals, idxs, scale, m):
-    """Multiply pruned values by their channel's scale (scale is (N, C), or (1, C) for all samples)."""
-    N, C, HW = out.shape
-    G = vals.shape[1]
-    n = vals.shape[2]
+    """Multiply pruned values by their channel's scale (scale is (N, C), or (1, C) for all samples);
+    `out` may be empty (no dense output kept)."""
+    N, G, n, HW = vals.shape
+    C = scale.shape[1]
     for b in range(N):
         row = b if scale.shape[0] == N else 0
-        for c in range(C):
-            f = scale[row, c]
-            for s in range(HW):
-                out[b, c, s] *= f
+        if out.shape[0] == N:
+            for c in range(C):
+                f = scale[row, c]
+                for s in range(HW):
+                    out[b, c, s] *= f
         for g in range(G):
             for t in range(n):
                 for s in range(HW):
@@ -218,9 +236,12 @@ def resmag_scale_np(x: np.ndarray, pruned: np.ndarray, per_sample: bool = True) 
 
 
 def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: str = "nchw",
-         rescale: str = "sample-channel") -> MethodResult:
+         rescale: str = "sample-channel", dense_output: bool = True) -> MethodResult:
     """SDGP pruning of one dO tensor. layout: nchw (traces) or nhwc; 2-D (N, F) FC tensors are
-    treated as N x F x 1 x 1 (the authors never prune linear layers; callers decide)."""
+    treated as N x F x 1 x 1 (the authors never prune linear layers; callers decide).
+
+    The hardware operand is the compressed structure (values + metadata); dense_output=False
+    skips writing the pruned tensor in dense form (result.pruned is then None)."""
     if mode not in MODES:
         raise ValueError(f"SDGP mode must be random, mag or resmag, got {mode!r}")
     if rescale not in ("sample-channel", "channel"):
@@ -240,14 +261,14 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
     x = np.ascontiguousarray(arr).reshape(N, C, HW)
     G = -(-C // m)
     bits = bits_per_index(m)
-    out = np.empty_like(x)
+    out = np.empty_like(x) if dense_output else np.empty((0, 0, 0), np.float32)
     vals = np.empty((N, G, n, HW), np.float32)
     idxs = np.empty((N, G, n, HW), np.uint8)
     meta_t = np.zeros((N, (G * n * bits + 31) // 32, HW), np.uint32)
     l1_in = np.empty((N, C), np.float64)
     l1_kept = np.empty((N, C), np.float64)
     nnz = nm_prune(x, n, m, MODES[mode], key, out, vals, idxs, meta_t, bits, l1_in, l1_kept,
-                   mode == "resmag")
+                   mode == "resmag", dense_output)
     meta = np.ascontiguousarray(meta_t.transpose(0, 2, 1))
     total = x.size
     kept_slots = N * HW * sum(min(n, C - g * m) for g in range(G))
@@ -264,11 +285,13 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
         # the L1 sums ride on the pruning pass; scaling is a second pass over the kept values
         work = work + WorkAccount(elems_read=kept_slots, elems_written=2 * kept_slots,
                                   flops=2 * total + kept_slots, passes=1)
-    pruned = out.reshape(N, C, H, W)
-    if layout == "nhwc":
-        pruned = pruned.transpose(0, 2, 3, 1)
-    if np.ndim(g) == 2:
-        pruned = pruned.reshape(np.shape(g))
+    pruned = None
+    if dense_output:
+        pruned = out.reshape(N, C, H, W)
+        if layout == "nhwc":
+            pruned = pruned.transpose(0, 2, 3, 1)
+        if np.ndim(g) == 2:
+            pruned = pruned.reshape(np.shape(g))
     struct = NMStructure(n, m, vals, idxs, meta, bits, scale)
     return MethodResult(f"sdgp-{mode}", {"nm": f"{n}:{m}", "rescale": rescale},
                         "nm", nnz / total, work, pruned=pruned, nm=struct, phases=("agbp",))
