@@ -189,6 +189,39 @@ def test_dask_cluster_gives_the_local_records(tmp_path):
         api.sweep(hw, traces=[CNN2], methods=METHODS, scheduler="tcp://127.0.0.1:1")
 
 
+def test_dask_worker_killed_mid_sweep_changes_nothing(tmp_path):
+    """A worker SIGKILLed while it runs a group: the scheduler reruns the group elsewhere and the
+    store ends with exactly the records of an undisturbed local run."""
+    distributed = pytest.importorskip("distributed")
+    import threading
+    hw = ["xeon-e5-2680v4", "rpi4b"]            # CPU engines: groups take seconds, a kill lands
+    local = api.sweep(hw, traces=[CNN2, RESNET20], methods=["dbtd:p=0.99"], jobs=1)
+    db = tmp_path / "k.sqlite"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        out: dict = {}
+        th = threading.Thread(target=lambda: out.setdefault("r", api.sweep(
+            hw, traces=[CNN2, RESNET20], methods=["dbtd:p=0.99"], db=db,
+            scheduler=cluster.scheduler_address)))
+        th.start()
+        with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
+            killed = None
+            deadline = time.time() + 60
+            while killed is None and time.time() < deadline and th.is_alive():
+                busy = [w for w, tasks in c.processing().items() if tasks]
+                if busy:
+                    pid = c.run(os.getpid, workers=[busy[0]])[busy[0]]
+                    time.sleep(0.3)                    # well inside the running group
+                    os.kill(pid, signal.SIGKILL)
+                    killed = pid
+                time.sleep(0.05)
+            th.join(timeout=300)
+    assert killed is not None, "no worker was busy: nothing was killed"
+    assert not th.is_alive()
+    assert by_key(out["r"]) == by_key(local) == by_key(api.records(db))
+    assert len(api.records(db)) == len(local)
+
+
 # ----------------------------------------------------------------------------------------------
 # interruption: kill -9 and Ctrl-C mid-run, then resume
 
