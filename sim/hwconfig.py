@@ -232,10 +232,16 @@ def load_hwconfig(name_or_path: str | os.PathLike) -> HwConfig:
     for name, f in spec.items():
         if f.required and name not in params:
             raise ConfigError(file, f"params.{name}", f"missing ({f.doc})")
+    return HwConfig(doc["name"], kind, str(doc["description"] or ""), params, file,
+                    content_checksum(kind, params))
+
+
+def content_checksum(kind: str, params: dict[str, Quantity]) -> str:
+    """SHA-256 of what a config says (kind, every value as written and its source): the key of
+    every result computed on it, whether it came from a file, a base chain or an override."""
     canon = json.dumps({"kind": kind, "params": {k: [str(v.written), v.source]
                                                  for k, v in sorted(params.items())}}, sort_keys=True)
-    return HwConfig(doc["name"], kind, str(doc["description"] or ""), params, file,
-                    hashlib.sha256(canon.encode()).hexdigest())
+    return hashlib.sha256(canon.encode()).hexdigest()
 
 
 def with_overrides(hw: HwConfig, params: dict[str, Any], *, origin: str | os.PathLike | None = None,
@@ -264,14 +270,10 @@ def with_overrides(hw: HwConfig, params: dict[str, Any], *, origin: str | os.Pat
         else:
             value, source = raw, f"override from {file}"
         merged[pname] = Quantity(_check_value(spec[pname], value, file, fld), str(value), source)
-    # same canonical form as load_hwconfig, so the checksum means the same thing for both
-    canon = json.dumps({"kind": hw.kind, "params": {k: [str(v.written), v.source]
-                                                    for k, v in sorted(merged.items())}},
-                       sort_keys=True)
     label = ",".join(f"{k}={_label(v['value'] if isinstance(v, dict) else v)}"
                      for k, v in params.items())
     return HwConfig(name or f"{hw.name}[{label}]", hw.kind, hw.description, merged, hw.path,
-                    hashlib.sha256(canon.encode()).hexdigest())
+                    content_checksum(hw.kind, merged))
 
 
 def _label(v: Any) -> str:

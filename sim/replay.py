@@ -138,6 +138,7 @@ class Totals:
         n = max(1, len(self.iterations))
         dens = self.mean_density()
         tr = self.trace
+        tr_sum = trace_checksum(tr)
         out = []
         for hw, _ in self.engines:
             base = self.time.get((hw.name, "dense"))
@@ -146,7 +147,7 @@ class Totals:
                 fwd, agbp, wgc = t["fwd"] / n, t["agbp"] / n, t["wgc"] / n
                 rec = {"prunesim": __version__, "hw": hw.name, "hw_kind": hw.kind,
                        "hw_checksum": hw.checksum, "workload": tr.workload.name,
-                       "trace": str(tr.path), "trace_checksum": trace_checksum(tr),
+                       "trace": str(tr.path), "trace_checksum": tr_sum,
                        "batch": tr.batch, "iterations": n, "seed": self.seed,
                        "method": m.label, "method_id": m.id,
                        "method_params": json.dumps(dict(m.params), sort_keys=True),
