@@ -360,10 +360,14 @@ def cmd_synth(args) -> int:
     wl = load_workload(args.workload)
     if args.seed < 0:
         raise TraceError(None, "--seed", f"must be >= 0, got {args.seed}")
+    from sim.progress import Progress
     t0 = time.perf_counter()
-    path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
-                 dtype=args.dtype, force=args.force, subsample=getattr(args, "subsample", None),
-                 progress=lambda s: print(s, file=sys.stderr, flush=True))
+    # a bar with rate and ETA on a terminal; one line per layer in logs and pipes
+    with Progress(len(wl.layers) * args.iterations, "synth", "layers") as bar:
+        cb = bar.callback if bar.enabled else (lambda s: print(s, file=sys.stderr, flush=True))
+        path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
+                     dtype=args.dtype, force=args.force, subsample=getattr(args, "subsample", None),
+                     progress=cb)
     print(f"wrote synthetic trace {path} ({wl.name}, batch {args.batch}, {args.iterations} "
           f"iteration(s), seed {args.seed}, stats {stats.path}) in {time.perf_counter() - t0:.1f} s")
     return 0
