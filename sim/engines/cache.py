@@ -40,7 +40,7 @@ def make_level(copies: int, size_bytes: int, ways: int, line: int) -> tuple[np.n
     return tags, np.zeros_like(tags)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lookup(tags, stamps, copy, line, now):
     """True on a hit (LRU stamp refreshed); on a miss the LRU way is replaced by `line`."""
     ways = tags.shape[2]
@@ -61,7 +61,7 @@ def _lookup(tags, stamps, copy, line, now):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
             pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt):
     """One demand access by thread t; returns the updated clock."""
