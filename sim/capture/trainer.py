@@ -174,11 +174,15 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         with Capture(model, out, wl, every=every, iterations=record_at, subsample=subsample,
                      fp16=fp16, tensors=tensors, batch=batch, provenance=provenance,
                      grad_transform=grad_transform, overwrite=force) as cap:
+            from sim.progress import Progress
             for epoch in range(epochs):
                 perm = torch.randperm(len(yt), generator=gen)
                 loss_sum = 0.0
                 epoch_seen = 0
+                # a bar with rate and ETA on a terminal (silent in logs; the epoch lines remain)
+                bar = Progress(per_epoch, f"epoch {epoch + 1}/{epochs}", "it")
                 for i in range(per_epoch):
+                    bar.update(1)
                     idx = perm[i * cur_batch:(i + 1) * cur_batch]
                     if pt is not None:  # cosine over samples seen, scaled with the grown batch
                         for g in opt.param_groups:
@@ -201,6 +205,7 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                     loss_sum += loss.item()
                     seen += len(idx)
                     epoch_seen += len(idx)
+                bar.close()
                 row: dict[str, Any] = {"epoch": epoch, "batch": cur_batch, "iterations": per_epoch}
                 if run is not None:
                     row.update({f"{k}_density": v for k, v in run.end_epoch().items()})
