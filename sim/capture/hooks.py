@@ -104,22 +104,9 @@ def _transform_id(t) -> str:
 
 
 def _tap_class():
-    torch, _ = _torch()
-
-    class _Tap(torch.autograd.Function):
-        """Identity in forward; hands the gradient of its output to a callback in backward."""
-
-        @staticmethod
-        def forward(ctx, x, callback):
-            ctx.callback = callback
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, grad):
-            g = ctx.callback(grad)
-            return (grad if g is None else g), None
-
-    return _Tap
+    # the same straight-through Function the methods use (imported lazily: it needs torch)
+    from sim.methods.torch_ops import GradTap
+    return GradTap
 
 
 @dataclass

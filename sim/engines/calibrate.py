@@ -156,31 +156,29 @@ def one_thread():
 # ---- shapes ------------------------------------------------------------------------------------
 
 
-def caffe_shapes(workload: str, limit: int | None = None) -> list[tuple[str, int, int, int]]:
-    """Per-sample Caffe GEMM shapes (M, N, K) of a workload's convs, deduplicated: WGC and AGBP."""
+def _per_sample_shapes(workload: str, limit: int | None, sparse: bool) -> list[tuple[str, int, int, int]]:
     from sim.workload import load_workload
     seen, out = set(), []
     for l in load_workload(workload).convs:
         crs, pq = l.c_in * l.r * l.s, l.p * l.q
-        for ph, m, n, k in (("wgc", l.c_out, crs, pq), ("agbp", crs, pq, l.c_out)):
+        # AGBP: Caffe's dense W^T x dO_n (CRS x PQ, K = C_out); Ye's sparse dO_n^T (PQ x C_out) x W
+        agbp = (pq, crs, l.c_out) if sparse else (crs, pq, l.c_out)
+        for ph, (m, n, k) in (("wgc", (l.c_out, crs, pq)), ("agbp", agbp)):
             if (m, n, k) not in seen:
                 seen.add((m, n, k))
                 out.append((f"{l.name}/{ph}", m, n, k))
     return out[:limit] if limit else out
+
+
+def caffe_shapes(workload: str, limit: int | None = None) -> list[tuple[str, int, int, int]]:
+    """Per-sample Caffe GEMM shapes (M, N, K) of a workload's convs, deduplicated: WGC and AGBP."""
+    return _per_sample_shapes(workload, limit, sparse=False)
 
 
 def sparse_shapes(workload: str, limit: int | None = None) -> list[tuple[str, int, int, int]]:
     """Ye's per-sample CSR products (M, N, K): WGC dO_n (C_out x PQ) x col^T (PQ x CRS) and AGBP
     dO_n^T (PQ x C_out) x W (C_out x CRS)."""
-    from sim.workload import load_workload
-    seen, out = set(), []
-    for l in load_workload(workload).convs:
-        crs, pq = l.c_in * l.r * l.s, l.p * l.q
-        for ph, m, n, k in (("wgc", l.c_out, crs, pq), ("agbp", pq, crs, l.c_out)):
-            if (m, n, k) not in seen:
-                seen.add((m, n, k))
-                out.append((f"{l.name}/{ph}", m, n, k))
-    return out[:limit] if limit else out
+    return _per_sample_shapes(workload, limit, sparse=True)
 
 
 # ---- measuring the libraries ---------------------------------------------------------------------
