@@ -392,3 +392,19 @@ def test_prune_cli_bad_input(tmp_path, capsys, case):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "Traceback" not in err[0]
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_dbtd_on_a_relu_masked_do_takes_tau_from_the_nonzeros():
+    g = heavy((2, 8, 6, 6), seed=21, zero_frac=0.8)
+    res = db.dbtd(g, 0.99, key=2, relu_masked=True)
+    nz = np.abs(g[g != 0].astype(np.float64)).mean()
+    assert res.extra["tau"] == pytest.approx(float(db.dbtd_tau(nz, 0.99)), rel=1e-6)
+    assert np.all(res.pruned[g == 0] == 0)
+    plain = db.dbtd(g, 0.99, key=2)
+    assert res.density < plain.density    # the masked zeros no longer drag tau down
+    # apply_method picks it for Conv-ReLU layers (DBTD targets their dI), not for Conv-BN ones
+    cnn2 = load_workload("cnn2").convs[1]
+    r20 = load_workload("resnet20").convs[1]
+    spec = parse_method("dbtd:p=0.99")
+    assert "tau_from" in apply_method(spec, cnn2, g, key=2, batch=2).extra
+    assert "tau_from" not in apply_method(spec, r20, g[:, :, :, :], key=2, batch=2).extra

@@ -166,7 +166,9 @@ def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, bat
     if mid == "dense":
         return dense_result(g)
     if mid == "dbtd":
-        return _dbtd.dbtd(g, p["p"], key, p["sigma"], build_csr=build_csr)
+        # a Conv-ReLU layer's dO is ReLU'-masked: DBTD's real target is the dI behind it
+        return _dbtd.dbtd(g, p["p"], key, p["sigma"], build_csr=build_csr,
+                          relu_masked=layer.dbtd_target == "dI")
     if mid == "topk":
         return _dbtd.topk(g, p["keep"], build_csr=build_csr)
     if mid.startswith("sdgp-"):

@@ -157,12 +157,20 @@ def to_csr(pruned: np.ndarray) -> CSR:
 
 
 def dbtd(g: np.ndarray, p: float, key: int, sigma: str = "paper", build_csr: bool = True,
-         parallel: bool = False) -> MethodResult:
-    """DBTD threshold + stochastic pruning of one tensor (any layout; element order = memory order)."""
+         parallel: bool = False, relu_masked: bool = False) -> MethodResult:
+    """DBTD threshold + stochastic pruning of one tensor (any layout; element order = memory order).
+
+    relu_masked: g is the dO of a Conv-ReLU layer, i.e. ReLU' times the gradient DBTD really
+    targets (the next layer's dI, METHODS.md 1), which a dO trace does not hold. Pruning that dI
+    and then masking equals pruning g's nonzeros with tau from the mean |dI|; the masked-out
+    positions are taken to be like the rest, so the mean runs over g's nonzeros only. Zeros stay.
+    """
     flat = np.ascontiguousarray(g, dtype=np.float32).reshape(-1)
     n = flat.size
     # the parallel sum groups terms differently: tau may differ from the serial one in its last bit
-    mean_abs = (abs_sum_parallel(flat) if parallel else abs_sum(flat)) / n
+    total = abs_sum_parallel(flat) if parallel else abs_sum(flat)
+    count = max(1, int(np.count_nonzero(flat))) if relu_masked else n
+    mean_abs = total / count
     tau = dbtd_tau(mean_abs, p, sigma)
     out = np.empty_like(flat)
     nnz, draws = (stochastic_prune_parallel if parallel else stochastic_prune)(flat, tau, key, out)
@@ -173,7 +181,9 @@ def dbtd(g: np.ndarray, p: float, key: int, sigma: str = "paper", build_csr: boo
     # cost depends on the layout they need), so it is not in this work account.
     csr = to_csr(pruned) if build_csr else None
     return MethodResult("dbtd", {"p": p, "sigma": sigma}, "csr", nnz / n, work, pruned=pruned,
-                        csr=csr, extra={"tau": float(tau), "mean_abs": float(mean_abs)})
+                        csr=csr, extra={"tau": float(tau), "mean_abs": float(mean_abs),
+                                        **({"tau_from": "nonzeros (Conv-ReLU dO)"}
+                                           if relu_masked else {})})
 
 
 @njit(cache=True)
