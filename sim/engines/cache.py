@@ -117,8 +117,11 @@ def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
 @njit(cache=True)
 def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
-                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts):
+                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
     """Replay C = A @ B (A in CSR, B dense K x n_b) for row groups; fill counts[g, t, :].
+
+    now0: the LRU clock the caches were left at (e.g. by warm_region); stamps must keep growing,
+    or lines touched now would look older than the warmed ones and be evicted first.
 
     starts[g, t], nrows[g, t]: the contiguous A rows thread t runs in group g (threads advance one
     row at a time in lock step, sharing the shared levels). measure[g] False: a warm-up group,
@@ -132,7 +135,7 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
     while (1 << shift) < line_bytes:
         shift += 1
     n_groups, n_threads = starts.shape
-    now = 0
+    now = now0
     last_idx = np.full(n_threads, -1, np.int64)
     last_val = np.full(n_threads, -1, np.int64)
     scratch = np.zeros(N_COUNTS, np.int64)

@@ -460,7 +460,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
         chunk = max(1, cpu.vregs - 4) * cpu.spmm_simd
     cs.spmm_stream(indptr, indices, starts, nrows, measured, n_b, chunk, cpu.line,
                    l1[0], l1[1], l2[0], l2[1], l3[0], l3[1], cpu.l2_private, False,
-                   pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts)
+                   pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts, now)
     # per (group, thread) pipeline cycles from the real nonzero counts of its rows
     cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
     rows_nnz = cs_nnz[starts + nrows] - cs_nnz[starts]
