@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # counters per (group, thread)
 L1_HIT, L2_HIT, L3_HIT, DRAM, PF_L3, PF_DRAM = range(6)
@@ -197,6 +197,20 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1t, l1s, l2t, l2s, l3t, l
             _lookup(l2t, l2s, c2, ln, now)
             _lookup(l1t, l1s, t, ln, now)
     return now
+
+
+@njit(cache=True, parallel=True)
+def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
+                l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
+                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
+    """spmm_stream over independent chains of sampled groups, one cache hierarchy each, in
+    parallel: every array has a leading chain axis. A chain's result does not depend on how many
+    threads run the chains, so sampled estimates are the same on any machine."""
+    for c in prange(starts.shape[0]):
+        spmm_stream(indptr, indices, starts[c], nrows[c], measure[c], n_b, register_chunk,
+                    line_bytes, l1t[c], l1s[c], l2t[c], l2s[c], l3t[c], l3s[c], l2_private,
+                    l3_private, pf_last[c], pf_next[c], pf_stamp[c], pf_dist, pf_degree, counts[c],
+                    now0[c])
 
 
 # ---- plain-Python reference --------------------------------------------------------------------

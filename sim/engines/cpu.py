@@ -389,6 +389,7 @@ def _memory_cycles(cpu: Cpu, cnt: np.ndarray) -> dict[str, np.ndarray]:
 
 # products with at most this many simulated line accesses run exhaustively
 EXHAUSTIVE_ACCESSES = 3_000_000
+CHAINS = 2                   # independent cache hierarchies the samples alternate between
 SAMPLE_UNITS = 60            # sampled row groups per product (each with one warm-up group before)
 UNIT_ACCESSES = 12_000       # target line accesses per sampled group
 
@@ -430,37 +431,66 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
         step = population / n_sample
         picks = np.unique((rng.random() * step + step * np.arange(n_sample)).astype(np.int64))
         picks = picks[picks < population]
-        warm = picks - 1
-        allg = np.union1d(picks, warm[warm >= 0])
-        chosen = allg
-        measured = np.isin(allg, picks)
         sampled = True
-    G = chosen.size
-    starts = np.zeros((G, T), np.int64)
-    nrows = np.zeros((G, T), np.int64)
-    for gi, g in enumerate(chosen):
-        u, blk = divmod(int(g), per_unit)
-        for t in range(T):
-            lo = part[t] + blk * unit_rows
-            hi = min(part[t + 1], lo + unit_rows)
-            starts[gi, t] = u * m + lo
-            nrows[gi, t] = max(0, hi - lo)
-    l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
-    l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
-    l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
-    pf_last = np.full((T, cpu.pf_streams), -10, np.int64)
-    pf_next = np.full((T, cpu.pf_streams), -10, np.int64)
-    pf_stamp = np.zeros((T, cpu.pf_streams), np.int64)
-    # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now = cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1[0], l1[1], l2[0], l2[1],
-                         l3[0], l3[1], cpu.l2_private, False, 0)
-    counts = np.zeros((G, T, cs.N_COUNTS), np.int64)
     chunk = 0
     if cpu.spmm_style == "register":
         chunk = max(1, cpu.vregs - 4) * cpu.spmm_simd
-    cs.spmm_stream(indptr, indices, starts, nrows, measured, n_b, chunk, cpu.line,
-                   l1[0], l1[1], l2[0], l2[1], l3[0], l3[1], cpu.l2_private, False,
-                   pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts, now)
+    if not sampled:
+        chains = [[(int(g), True) for g in chosen]]
+    else:
+        # the samples alternate between CHAINS independent cache hierarchies simulated in
+        # parallel; each sample keeps its own warm-up group right before it
+        chains = [[] for _ in range(CHAINS)]
+        for i, p in enumerate(picks):
+            ch = chains[i % CHAINS]
+            if p > 0 and (not ch or ch[-1][0] != p - 1):
+                ch.append((int(p) - 1, False))
+            ch.append((int(p), True))
+        chains = [ch for ch in chains if ch]
+    C, Gc = len(chains), max(len(ch) for ch in chains)
+    starts_c = np.zeros((C, Gc, T), np.int64)
+    nrows_c = np.zeros((C, Gc, T), np.int64)          # padding groups have no rows: no-ops
+    meas_c = np.zeros((C, Gc), np.bool_)
+    for c, ch in enumerate(chains):
+        for gi, (g, meas) in enumerate(ch):
+            u, blk = divmod(g, per_unit)
+            meas_c[c, gi] = meas
+            for t in range(T):
+                lo = part[t] + blk * unit_rows
+                hi = min(part[t + 1], lo + unit_rows)
+                starts_c[c, gi, t] = u * m + lo
+                nrows_c[c, gi, t] = max(0, hi - lo)
+    levels = []
+    for c in range(C):
+        l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
+        l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
+        l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
+        levels.append((l1, l2, l3))
+    stack = lambda i, j: np.stack([lv[i][j] for lv in levels])   # noqa: E731
+    l1t, l1s, l2t, l2s, l3t, l3s = stack(0, 0), stack(0, 1), stack(1, 0), stack(1, 1), stack(2, 0), stack(2, 1)
+    pf_last = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
+    # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
+    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1t[c], l1s[c],
+                                    l2t[c], l2s[c], l3t[c], l3s[c], cpu.l2_private, False, 0)
+                     for c in range(C)], np.int64)
+    counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
+    if C == 1:
+        cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
+                       l1t[0], l1s[0], l2t[0], l2s[0], l3t[0], l3s[0], cpu.l2_private, False,
+                       pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
+                       counts_c[0], now0[0])
+    else:
+        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
+                       l1t, l1s, l2t, l2s, l3t, l3s, cpu.l2_private, False,
+                       pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
+    keep = (nrows_c.sum(axis=2) > 0).reshape(-1)
+    starts = starts_c.reshape(C * Gc, T)[keep]
+    nrows = nrows_c.reshape(C * Gc, T)[keep]
+    measured = meas_c.reshape(-1)[keep]
+    counts = counts_c.reshape(C * Gc, T, cs.N_COUNTS)[keep]
+    G = int(keep.sum())
     # per (group, thread) pipeline cycles from the real nonzero counts of its rows
     cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
     rows_nnz = cs_nnz[starts + nrows] - cs_nnz[starts]
