@@ -408,3 +408,17 @@ def test_dbtd_on_a_relu_masked_do_takes_tau_from_the_nonzeros():
     spec = parse_method("dbtd:p=0.99")
     assert "tau_from" in apply_method(spec, cnn2, g, key=2, batch=2).extra
     assert "tau_from" not in apply_method(spec, r20, g[:, :, :, :], key=2, batch=2).extra
+
+
+@pytest.mark.parametrize("offset", [0, 2**32 - 50, 2**32 + 7])
+def test_prune_block_draws_by_global_index_across_the_2_32_boundary(offset):
+    """The per-block hashing shortcut gives exactly uniform_at's draws, also for a block that
+    straddles index 2^32 (tensors of more than 4G elements)."""
+    g = heavy((1, 1, 10, 10), seed=3).reshape(-1)
+    tau = np.float32(np.abs(g).mean() * 2)
+    out = np.empty_like(g)
+    db._prune_block(g, tau, 99, out, offset)
+    r = uniform_np(99, offset + np.arange(g.size, dtype=np.uint64))
+    a = np.abs(g)
+    ref = np.where(a >= tau, g, np.where(a > r * tau, np.sign(g) * tau, 0)).astype(np.float32)
+    assert np.array_equal(out, ref)

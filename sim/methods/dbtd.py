@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 from sim.methods.base import CSR, MethodResult, WorkAccount
-from sim.methods.rng import uniform_at, uniform_np
+from sim.methods.rng import block_key, uniform_at, uniform_in_block, uniform_np
 
 SIGMA_FACTORS = {"paper": math.sqrt(2.0 / math.pi), "unbiased": math.sqrt(math.pi / 2.0), "meanabs": 1.0}
 
@@ -65,23 +65,33 @@ def abs_sum_parallel(g):
     return s
 
 
+@njit(cache=True, inline="always")
+def _pruned(x, tau, r):
+    # keep |x| >= tau; below it, sign(x) * tau with probability |x| / tau, else 0 (no branches)
+    a = abs(x)
+    promoted = np.float32(tau) if x > 0 else np.float32(-tau)
+    return x if a >= tau else (promoted if a > r * tau else np.float32(0.0))
+
+
 @njit(cache=True)
 def _prune_block(g, tau, key, out, offset):
-    # Branch-free: every element draws its uniform (cheaper than mispredicting which need one).
-    # offset is g[0]'s index in the whole tensor, so a block draws the same numbers as a full pass.
+    # Every element draws its uniform (cheaper than mispredicting which need one). offset is
+    # g[0]'s index in the whole tensor, so a block draws the same numbers as a full pass.
     nnz = 0
     below = 0
-    zero = np.float32(0.0)
-    for i in range(g.size):
+    n = g.size
+    if n == 0:
+        return nnz, below
+    straddles = (offset >> 32) != ((offset + n - 1) >> 32)
+    bkey = block_key(key, offset)
+    for i in range(n):
         x = g[i]
-        a = abs(x)
-        r = uniform_at(key, offset + i)
-        keep = a >= tau
-        promoted = np.float32(tau) if x > 0 else np.float32(-tau)
-        v = x if keep else (promoted if a > r * tau else zero)
+        # within one 2^32 run of indices half of the hashing is the same for every element
+        r = uniform_at(key, offset + i) if straddles else uniform_in_block(bkey, offset + i)
+        v = _pruned(x, tau, r)
         out[i] = v
         nnz += v != 0
-        below += not keep
+        below += abs(x) < tau
     return nnz, below
 
 

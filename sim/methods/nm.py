@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from sim.methods.base import MethodResult, NMStructure, WorkAccount
-from sim.methods.rng import uniform_at, uniform_np
+from sim.methods.rng import block_key, uniform_at, uniform_in_block, uniform_np
 
 MODES = {"random": 0, "mag": 1, "resmag": 1}
 RESCALE_EPS = np.float32(1e-4)
@@ -95,8 +95,13 @@ def nm_prune(x, n, m, mode, key, out, vals, idxs, meta, bits, l1_in, l1_kept, wa
             for j in range(mm):
                 if mode == 0:
                     base = (b * C + c0 + j) * HW
-                    for s in range(HW):
-                        keyv[j, s] = uniform_at(key, base + s)
+                    if (base >> 32) == ((base + HW - 1) >> 32):   # the usual case: one hash each
+                        bkey = block_key(key, base)
+                        for s in range(HW):
+                            keyv[j, s] = uniform_in_block(bkey, base + s)
+                    else:
+                        for s in range(HW):
+                            keyv[j, s] = uniform_at(key, base + s)
                 else:
                     for s in range(HW):
                         keyv[j, s] = abs(x[b, c0 + j, s])
