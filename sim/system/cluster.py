@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.hwconfig import parse_quantity
+from sim.hwconfig import Quantity, parse_quantity
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -39,13 +39,8 @@ TOPOLOGIES = ("ring",)
 COLLECTIVES = ("ring",)
 
 
-@dataclass(frozen=True)
-class Param:
-    """A value in SI units, as written, and its source."""
-
-    value: float
-    written: str
-    source: str
+# a value in SI units, as written, and its source: the same record as a hwconfig parameter
+Param = Quantity
 
 
 @dataclass(frozen=True)
