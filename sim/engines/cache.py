@@ -130,7 +130,6 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
     SciPy): every nonzero streams the whole C row through L1 (load and store).
     Returns the final LRU clock.
     """
-    fpl = line_bytes // 4                # floats per line
     shift = 0
     while (1 << shift) < line_bytes:
         shift += 1

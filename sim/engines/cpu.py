@@ -651,7 +651,6 @@ def simulate_layer_phase(layer: Layer, batch: int, phase: str, method_result, hw
     mask = _mask_from_result(method_result, n_rec * layer.c_out, pq)          # (n*C_out, PQ)
     scale = batch / n_rec
     nnz_total = int(mask.sum())
-    density = nnz_total / mask.size
     if g > 1:
         raise ValueError(f"layer {name}: grouped convolution has no sparse CPU path here")
     sparse_flops = int(2 * nnz_total * crs * scale)

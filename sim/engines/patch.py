@@ -108,7 +108,6 @@ def access_stream(layer, n: int, positions: np.ndarray, geo: dict, conc: int):
     nn, cc, tt = nn.ravel(), cc.ravel(), tt.ravel()
     pos = positions.reshape(-1).astype(np.int64)
     block = (nn // g) * c_out + cc
-    wave = block // conc
     # input gathers, one per in-bounds (r, s)
     rr, ss = np.divmod(np.arange(r * s), s)
     hh = (pos // q)[:, None] * st - pad + rr[None, :]

@@ -29,7 +29,6 @@ import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -596,7 +595,7 @@ def method_result_for(spec, layer, batch: int, seed: int = 0):
     from dataclasses import replace
 
     from sim.methods import apply_method, stream_key
-    from sim.methods.base import WorkAccount
+    from sim.methods.base import scale_work
     if spec is None or spec.id == "dense":
         return None
     shape = layer.tensor_shapes(batch)["dO"]
@@ -612,11 +611,8 @@ def method_result_for(spec, layer, batch: int, seed: int = 0):
     sched = True if spec.id in ("zero", "random", "approx", "approx-topk") else None
     mr = apply_method(spec, layer, g, key=key, batch=batch, build_csr=False, scheduled=sched)
     if b != batch:
-        f = batch / b
-        w = mr.work
-        mr = replace(mr, work=WorkAccount(**{k: int(round(v * f)) if k != "passes" else v
-                                             for k, v in w.as_dict().items()}),
-                     extra=dict(mr.extra, synthesized_samples=b))
+        mr = scale_work(mr, batch / b)
+        mr = replace(mr, extra=dict(mr.extra, synthesized_samples=b))
     return mr
 
 
