@@ -202,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "approx:schedule=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the methods' random streams")
     p.add_argument("--cluster", default=None, help="cluster YAML: add the training-level estimate")
+    p.add_argument("--gpus", type=_positive_int, default=None,
+                   help="with --cluster: devices (default 16, or the cluster's size if smaller)")
+    p.add_argument("--epochs", type=_positive_int, default=None,
+                   help="with --cluster: training epochs (default: the trace's own, from its "
+                        "provenance)")
+    p.add_argument("--train-samples", type=_positive_int, default=None,
+                   help="with --cluster: training-set size (default: the trace's provenance, "
+                        "else the dataset's)")
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
     p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")

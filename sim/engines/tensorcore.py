@@ -289,7 +289,8 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
             rm = min(tm, max(1, region // rn))
         dram_rd = a_u * -(-tn // rn) + b_u * -(-tm // rm)
     dram_rd = min(dram_rd, requested)
-    hit = 1.0 - dram_rd / requested
+    # an empty operand (K = 0, a zero-width layer) requests nothing: nothing misses either
+    hit = 1.0 - dram_rd / requested if requested > 0 else 1.0
     c_eb = 4 if split > 1 else eb       # split-K writes fp32 partial sums
     c_bytes = bm * bn * c_eb
     mem_lat = hit * s.l2_lat + (1.0 - hit) * s.dram_lat
@@ -428,6 +429,17 @@ def simulate_gemm(hw: HwConfig, m: int, n: int, k: int, *, groups: int = 1, dtyp
             sparse = (nn, mm)
         sp, fallback = resolve_sparse(s, dtype, *sparse, where=f"{layer} {phase}: " if layer else "")
     g = GemmShape(int(m), int(n), int(k), int(groups), dtype, sp, a_unique, b_unique, c_out)
+    if g.m * g.n * g.groups == 0 or g.k == 0:
+        # an empty GEMM (a layer pruned to zero width): no blocks; K = 0 still zeroes C, which
+        # BLAS libraries do with one streaming pass
+        c_elems = g.m * g.n * g.groups if c_out is None else c_out
+        if c_elems == 0:
+            return KernelResult(ENGINE, s.name, layer, phase, kernel, 0.0, s.clock, 0, {}, {},
+                                {"note": "empty GEMM: nothing to compute", "m": g.m, "n": g.n,
+                                 "k": g.k, "groups": g.groups, "dtype": dtype})
+        kr = stream_kernel(hw, kernel, read_bytes=0, write_bytes=c_elems * DTYPE_BYTES[dtype],
+                           layer=layer, phase=phase, details={"note": "K = 0: C zeroed"})
+        return kr
     res = _gemm_cached(s, g)
     dense_flops = 2 * g.m * g.n * g.k * g.groups
     flops = int(round(dense_flops * sp[0] / sp[1])) if sp else dense_flops
@@ -515,6 +527,7 @@ def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str 
                            c_out=c_out, **common)
         if note:
             kr.details["note"] = note
+            kr.details["fallback"] = note
         out.append(kr)
         if gemm.form == "scatter":
             # col2im: read the im2col-space product, accumulate overlapping windows into dI

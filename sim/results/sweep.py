@@ -259,6 +259,10 @@ def run_group(task: dict) -> dict:
     except PrunesimError as e:
         return {"error": {"type": type(e).__name__, "file": e.file, "field": e.field,
                           "message": e.message}}
+    except Exception as e:  # noqa: BLE001 - a bug in one group must not cost the other groups
+        return {"error": {"type": "InternalError", "file": task.get("trace"), "field": None,
+                          "message": f"internal error ({type(e).__name__}: {e}) in the group of "
+                                     + ", ".join(h.name for h in task.get("hw", []))}}
 
 
 def _run_group(task: dict) -> list[dict]:
@@ -276,6 +280,7 @@ def _run_group(task: dict) -> list[dict]:
     # per (hw, method, layer): sums over captured iterations of phase seconds, overhead, density
     lay: dict = defaultdict(lambda: defaultdict(float))
     meta: dict[str, dict] = {}
+    fb_lay: dict = {}
     for row in replay_layers(trace, methods, engines, seed):
         totals.add(row)
         meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
@@ -287,6 +292,9 @@ def _run_group(task: dict) -> list[dict]:
                 acc["overhead"] += e["overhead"][hw_name]
                 for ph, v in sec.items():
                     acc[ph] += v
+                why = e.get("fallback", {}).get(hw_name)
+                if why:
+                    fb_lay.setdefault((hw_name, label, row["layer"]), why)
     order = {l.name: i for i, l in enumerate(trace.workload.layers)}
     out = []
     for rec in totals.records():
@@ -295,7 +303,8 @@ def _run_group(task: dict) -> list[dict]:
         rec["hw_path"] = next(h.path for h in task["hw"] if h.name == rec["hw"])
         rec["hw_overrides"] = json.dumps(task["overrides"].get(rec["hw"], {}), sort_keys=True)
         layers = []
-        for name in sorted(meta, key=order.__getitem__):
+        # a "not run" point has no per-layer numbers (the engine did not model all of them)
+        for name in sorted(meta, key=order.__getitem__) if rec["status"] == "ok" else ():
             acc = lay.get((rec["hw"], rec["method"], name))
             if not acc:
                 continue
@@ -306,7 +315,8 @@ def _run_group(task: dict) -> list[dict]:
                            "layer": name, "layer_index": order[name], **meta[name],
                            "iterations": int(n), "density": acc["density"] / n,
                            "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
-                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n})
+                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n,
+                           "fallback": fb_lay.get((rec["hw"], rec["method"], name))})
         out.append({"record": rec, "layers": layers})
     return out
 
