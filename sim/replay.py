@@ -179,7 +179,8 @@ class Totals:
                        "density": dens.get(m.label), "fwd_s": fwd, "agbp_s": agbp, "wgc_s": wgc,
                        "overhead_s": t["overhead"] / n, "backprop_s": agbp + wgc,
                        "step_s": fwd + agbp + wgc, "status": "ok", "reason": None,
-                       "fallback": fallback_text(self.fallback.get((hw.name, m.label)))}
+                       "fallback": fallback_text(self.fallback.get((hw.name, m.label))),
+                       "backprop_speedup": None, "step_speedup": None}
                 why = self.not_run.get((hw.name, m.label))
                 if why is not None:
                     # no numbers: a partial sum over the layers the engine did model would pass

@@ -454,12 +454,13 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
             f"method(s) = {res.points} points; {n_skip} already stored, {n_run} to run in "
             f"{len(tasks)} group(s) on " + (f"Dask at {scheduler}" if scheduler else
                                               f"{min(workers, max(1, len(tasks)))} local worker(s)"))
-        first_error = None
+        first_error, n_failed = None, 0
         results = _run_dask(tasks, scheduler) if scheduler else _run_local(tasks, workers)
         with Progress(n_run, "sweep", "points", force=progress) as bar:
             try:
                 for out in results:
                     if "error" in out:
+                        n_failed += 1
                         first_error = first_error or out["error"]
                         bar.write(f"group failed: {_error_text(out['error'])}")
                         continue
@@ -481,8 +482,9 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
         if first_error is not None:
             e = first_error
             cls = {c.__name__: c for c in (ConfigError, TraceError)}.get(e["type"], PrunesimError)
-            raise cls(e["file"], e["field"], e["message"] + f" ({res.stored} points stored before "
-                      "stopping; rerun to resume)")
+            more = f"; {n_failed - 1} other group(s) failed too" if n_failed > 1 else ""
+            raise cls(e["file"], e["field"], e["message"] + f" ({res.stored} points of the other "
+                      f"groups stored{more}; a rerun runs only the missing points)")
     finally:
         if own_store:
             st.close()
@@ -507,7 +509,18 @@ def cmd_sweep(args) -> int:
         raise
     if args.json:
         print(json.dumps(res.as_dict(), indent=1))
-    else:
-        print(f"{res.stored} new point(s) stored in {args.db} ({res.skipped} already there, "
-              f"{res.points} in the sweep)")
+        return 0
+    from analysis.tables import SPEEDUP_RULE, performance_table
+    from sim.replay import summary_lines
+    with ResultStore(args.db, create=False) as st:
+        wanted = set(res.keys or ())
+        recs = [r for r in st.records("network") if r["key"] in wanted]
+    recs.sort(key=lambda r: (r["workload"], r["hw"], r["method_id"] != "dense", r["method"]))
+    print(f"per training iteration, mean over each trace's captured iterations (GEMM phases only; "
+          f"{SPEEDUP_RULE}):")
+    print(performance_table(recs, workload=True))
+    for line in summary_lines(recs):
+        print(line, file=sys.stderr)
+    print(f"{res.stored} new point(s) stored in {args.db} ({res.skipped} already there, "
+          f"{res.points} in the sweep)")
     return 0
