@@ -177,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # --- system level ---------------------------------------------------------------------------
     p = sub.add_parser("train", help="whole-training estimate: iterations, all-reduce, epochs, TTA")
-    p.add_argument("--workload", required=True, help="zoo name or workload YAML")
+    p.add_argument("--workload", required=True,
+                   help="zoo name, workload YAML, or a trace directory (its provenance gives the "
+                        "dataset, training-set size, epochs and batch)")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
     p.add_argument("--gpus", type=_positive_int, default=None, help="use this many devices")
@@ -185,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
     p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")
     p.add_argument("--epochs", type=_positive_int, default=None)
+    p.add_argument("--train-samples", type=_positive_int, default=None,
+                   help="training-set size (default: the trace's provenance, else the dataset's)")
     p.add_argument("--accuracy", default=None,
                    help="accuracy curves (training log CSV or trace dir) for time-to-accuracy")
     p.add_argument("--target", type=float, default=None, help="target validation accuracy")
