@@ -270,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "analysis.plots:cmd_plot")
     p = sub.add_parser("validate", help="compute every published result from the models; compare")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--out", default="docs/validation.md", help="report to write")
+    p.add_argument("--out", default="out/validation.md",
+                   help="report to write (default out/validation.md; `make docs` refreshes the "
+                        "committed docs/validation.md)")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
     p.add_argument("--only", action="append", default=None,
                    choices=("hw3", "d", "b", "c", "a", "d-accuracy"),

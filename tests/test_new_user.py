@@ -67,3 +67,24 @@ def test_prunetrain_on_a_depthwise_workload_does_not_divide_by_zero(capsys):
     rc, out, err = _train(capsys, "--workload", TINY, "--epochs", "30", "--batch", "64",
                           "--train-samples", "50000", "--method", "prunetrain")
     assert rc == 0 and "Traceback" not in err and "speedup" in out
+
+
+def test_validate_shows_progress_and_writes_out_not_docs(monkeypatch, capsys):
+    from analysis import validation as v
+    from sim.cli import build_parser
+    args = build_parser().parse_args(["validate"])
+    assert args.out == "out/validation.md"          # never the tracked docs/ copy by default
+    makefile = (ROOT / "Makefile").read_text()
+    assert "prunesim validate --out docs/validation.md" in makefile
+
+    def rows(quick=False):
+        yield v.Row("B", "first row", 1.0, 1.0, "x")
+        yield v.Row("B", "second row", 2.0, 2.0, "x")
+    monkeypatch.setitem(v.GROUPS, "b", ("B", rows))
+    out = v.compute(groups=("b",), log=lambda m: None, progress=True)
+    err = capsys.readouterr().err
+    assert len(out) == 2
+    assert "validate" in err and "1/1 groups" in err and "b: " in err
+    # off a terminal (and with --json) nothing is drawn
+    v.compute(groups=("b",), progress=None)
+    assert capsys.readouterr().err == ""
