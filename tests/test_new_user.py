@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 
 from sim.cli import main
 
@@ -88,3 +90,92 @@ def test_validate_shows_progress_and_writes_out_not_docs(monkeypatch, capsys):
     # off a terminal (and with --json) nothing is drawn
     v.compute(groups=("b",), progress=None)
     assert capsys.readouterr().err == ""
+
+
+def _mobilenet_style():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    F = torch.nn.functional
+
+    class DS(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.pw = nn.Conv2d(c, c, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.dw(x)))
+            return F.relu(self.bn2(self.pw(y)) + x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+            self.relu = nn.ReLU(inplace=True)
+            self.ds1 = DS(8)
+            self.g4 = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=4)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc1 = nn.Linear(16, 16)
+            self.fc2 = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.ds1(self.relu(self.bn(self.stem(x))))
+            x = torch.flatten(self.pool(F.relu(self.g4(x))), 1)
+            return self.fc2(F.relu(self.fc1(x)))
+    return torch, Net()
+
+
+@pytest.mark.torch
+def test_write_workload_yaml_is_accepted_back_by_capture(tmp_path):
+    from sim.capture.torchnet import build_model, workload_from_model, write_workload_yaml
+    from sim.workload import load_workload
+    torch, net = _mobilenet_style()
+    x = torch.zeros(2, 1, 28, 28)
+    path = tmp_path / "mb.yaml"
+    wl = write_workload_yaml(net, x, path, "mb-tiny", dataset="digits")
+    loaded = load_workload(path)
+    assert loaded.to_dict() == wl.to_dict()
+    # the same layers as the hooks see, now with the wiring: nothing declared, buildable
+    assert [l.name for l in loaded.layers] == [l.name for l in workload_from_model(net, x, "m").layers]
+    assert "tensors" not in loaded.to_dict()
+    assert {op["op"] for op in loaded.ops} == {"conv", "add", "pool", "fc"}
+    assert loaded.layer("ds1.dw").groups == 8 and loaded.layer("ds1.pw").bn
+    # what `prunesim capture` does with it: build the network and train on it
+    built = build_model(loaded)
+    built(torch.randn(2, 1, 28, 28)).sum().backward()
+    mods = built.prunesim_layer_modules
+    assert mods["ds1.dw"].groups == 8 and mods["ds1.dw"].weight.grad is not None
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_write_workload_yaml_round_trips_through_the_capture_command(tmp_path, capsys):
+    from sim.capture.torchnet import write_workload_yaml
+    torch, net = _mobilenet_style()
+    path = tmp_path / "mb.yaml"
+    write_workload_yaml(net, torch.zeros(2, 1, 28, 28), path, "mb-tiny", dataset="digits")
+    rc = main(["capture", "--workload", str(path), "--dataset", "digits", "--epochs", "1",
+               "--max-iterations", "1", "--every", "1", "--out", str(tmp_path / "trace")])
+    assert rc == 0, capsys.readouterr().err
+
+
+@pytest.mark.torch
+def test_write_workload_yaml_refuses_what_the_schema_cannot_express(tmp_path):
+    from sim.capture.torchnet import write_workload_yaml
+    from sim.errors import CaptureError
+    torch, _ = _mobilenet_style()
+    from torch import nn
+
+    class Odd(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(1, 4, 3, padding=1)
+
+        def forward(self, x):
+            return torch.sigmoid(self.c(x))
+    with pytest.raises(CaptureError, match="sigmoid"):
+        write_workload_yaml(Odd(), torch.zeros(1, 1, 8, 8), tmp_path / "o.yaml", "odd")
+    assert not (tmp_path / "o.yaml").exists()
