@@ -179,3 +179,17 @@ def test_write_workload_yaml_refuses_what_the_schema_cannot_express(tmp_path):
     with pytest.raises(CaptureError, match="sigmoid"):
         write_workload_yaml(Odd(), torch.zeros(1, 1, 8, 8), tmp_path / "o.yaml", "odd")
     assert not (tmp_path / "o.yaml").exists()
+
+
+@pytest.mark.torch
+def test_non_square_kernel_refusal_names_the_cause():
+    from sim.capture.torchnet import workload_from_model
+    from sim.errors import CaptureError
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), padding=(1, 2)))
+    with pytest.raises(CaptureError) as e:
+        workload_from_model(net, torch.zeros(1, 1, 8, 8), "n")
+    assert "(3, 5)" in e.value.message and "one stride and one pad" in e.value.message
+    # a non-square kernel with equal padding is fine
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), padding=1))
+    assert workload_from_model(net, torch.zeros(1, 1, 8, 8), "n").layers[0].s == 5

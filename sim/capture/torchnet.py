@@ -214,8 +214,11 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
                 raise CaptureError(None, qname, "dilated, non-zero-padded or padding='same' convs "
                                    "are not supported by the workload schema")
             if mod.stride[0] != mod.stride[1] or mod.padding[0] != mod.padding[1]:
-                raise CaptureError(None, qname, f"stride {mod.stride} / padding {mod.padding} differ "
-                                   "per axis; the workload schema needs them equal")
+                raise CaptureError(None, qname, f"kernel {tuple(mod.kernel_size)} with stride "
+                                   f"{tuple(mod.stride)}, padding {tuple(mod.padding)}: the workload "
+                                   "schema has one stride and one pad for both axes, so per-axis "
+                                   "values (as a non-square kernel's 'same' padding needs) cannot "
+                                   "be written; non-square kernels with equal padding are fine")
             r, s = mod.kernel_size
             op = {"name": qname, "op": "conv", "in": src, "out": out_name, "c_out": mod.out_channels,
                   "kernel": r if r == s else [r, s], "stride": mod.stride[0], "pad": mod.padding[0],

@@ -474,6 +474,40 @@ def stream_kernel(hw: HwConfig, kernel: str, *, read_bytes: float, write_bytes: 
 # One layer phase with a method
 
 
+def direct_grouped_conv(hw: HwConfig, gemm, dtype: str) -> KernelResult:
+    """A grouped or depthwise conv phase as one direct kernel on the CUDA cores.
+
+    cuDNN runs depthwise convs (and grouped convs too thin for tensor-core tiles) with direct
+    kernels: each thread block loads an input tile with its halo into shared memory once and
+    computes every output of its channels from it, so the kernel moves the compulsory bytes
+    (input, weights and output once: the GEMM's operand tensors, not the im2col expansion) and
+    does the FMAs on the CUDA cores. Modeled as a streaming kernel: launch + max(bytes / DRAM
+    bandwidth, FMAs / CUDA-core rate) + one DRAM latency; it is memory-bound whenever the
+    group's R*S*(C/g) FMAs per output are fewer than the GPU's FMA-per-byte balance. WGC's
+    reduction over the batch and positions is taken as fused (partial sums in shared memory).
+    """
+    eb = DTYPE_BYTES[dtype]
+    fmas = gemm.m * gemm.n * gemm.k * gemm.groups
+    kr = stream_kernel(hw, "direct-conv", read_bytes=(gemm.a_elems + gemm.b_elems) * eb,
+                       write_bytes=gemm.c_elems * eb, ops=fmas, layer=gemm.layer, phase=gemm.phase,
+                       category="memory",
+                       details={"algorithm": "direct (grouped/depthwise) kernel, CUDA cores",
+                                "groups": gemm.groups, "dtype": dtype,
+                                "dense_equivalent_flops": 2 * fmas})
+    bd = dict(kr.breakdown)
+    if kr.details["bound"] == "alu":
+        bd["math"] = bd.pop("memory")
+    return KernelResult(ENGINE, kr.hw, kr.layer, kr.phase, kr.kernel, kr.cycles, kr.clock_hz,
+                        2 * fmas, bd, kr.bytes, kr.details)
+
+
+def _col2im_seconds(hw: HwConfig, gemm, dtype: str) -> float:
+    eb = DTYPE_BYTES[dtype]
+    c_out = gemm.m * gemm.n * gemm.groups
+    return stream_kernel(hw, "col2im", read_bytes=c_out * eb, write_bytes=gemm.c_elems * eb,
+                         ops=c_out).seconds
+
+
 def _first_phase(phases) -> str | None:
     for ph in ("fwd", "agbp", "wgc"):
         if ph in phases:
@@ -525,11 +559,25 @@ def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str 
         kr = simulate_gemm(hw, gemm.m, gemm.n, gemm.k, groups=gemm.groups, dtype=dtype,
                            sparse=sparse, a_unique=gemm.a_elems, b_unique=gemm.b_elems,
                            c_out=c_out, **common)
+        direct = None
+        if gemm.groups > 1 and sparse is None:
+            # grouped / depthwise convs: the faster of the grouped GEMM and a direct kernel, as
+            # cuDNN's heuristics pick one algorithm per call
+            direct = direct_grouped_conv(hw, gemm, dtype)
+            gemm_s = kr.seconds + (_col2im_seconds(hw, gemm, dtype) if gemm.form == "scatter"
+                                   else 0.0)
+            if direct.seconds < gemm_s:
+                direct.details["rejected"] = f"grouped GEMM {gemm_s * 1e6:.2f} us"
+                kr = direct
+            else:
+                kr.details["algorithm"] = "grouped GEMM"
+                kr.details["rejected"] = f"direct kernel {direct.seconds * 1e6:.2f} us"
+                direct = None
         if note:
             kr.details["note"] = note
             kr.details["fallback"] = note
         out.append(kr)
-        if gemm.form == "scatter":
+        if gemm.form == "scatter" and direct is None:
             # col2im: read the im2col-space product, accumulate overlapping windows into dI
             out.append(stream_kernel(hw, "col2im", read_bytes=c_out * eb,
                                      write_bytes=gemm.c_elems * eb, ops=c_out, **common))
