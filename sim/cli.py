@@ -189,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=_positive_int, default=None)
     p.add_argument("--train-samples", type=_positive_int, default=None,
                    help="training-set size (default: the trace's provenance, else the dataset's)")
+    p.add_argument("--max-global-batch", type=_positive_int, default=None,
+                   help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
+                        "larger caps warn)")
     p.add_argument("--accuracy", default=None,
                    help="accuracy curves (training log CSV or trace dir) for time-to-accuracy")
     p.add_argument("--target", type=float, default=None, help="target validation accuracy")

@@ -193,3 +193,32 @@ def test_non_square_kernel_refusal_names_the_cause():
     # a non-square kernel with equal padding is fine
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), padding=1))
     assert workload_from_model(net, torch.zeros(1, 1, 8, 8), "n").layers[0].s == 5
+
+
+def test_prunetrain_dynamic_batch_split_and_cap(capsys):
+    args = ["train", "--workload", "resnet32", "--cluster", "dgx-a100-hdr", "--gpus", "16",
+            "--method", "prunetrain", "--epochs", "40"]
+    assert main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sp = doc["prunetrain_split"]
+    assert sp["together"] == pytest.approx(sp["pruning_alone"] * sp["batch_growth"], rel=1e-12)
+    assert sp["together"] == pytest.approx(doc["speedup"], rel=1e-12)
+    # growth capped at the stated global batch (8192 on 16 devices: 512 per device)
+    assert sp["max_global_batch"] == 8192 and sp["cap_per_device"] == 512
+    batches = [e["batch"] for e in doc["method"]["per_epoch"]]
+    assert max(batches) == 512 < sp["peak_batch_uncapped"]
+    assert {e["batch"] for e in doc["dense"]["per_epoch"]} == {128}
+    assert any("capped at 512/device" in w for w in sp["warnings"])
+    # text: the split on stdout, the cap warning on stderr
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "split: pruning alone" in out and "prunesim: warning: the dynamic mini-batch" in err
+    # a larger cap grows further, with a warning that accuracy is not established there
+    assert main(args + ["--json", "--max-global-batch", "100000"]) == 0
+    big = json.loads(capsys.readouterr().out)["prunetrain_split"]
+    assert big["batch_growth"] > sp["batch_growth"] and big["pruning_alone"] == sp["pruning_alone"]
+    assert any("beyond 8192" in w for w in big["warnings"])
+    # the option is refused where it would change nothing
+    rc = main(["train", "--workload", "resnet32", "--cluster", "dgx-a100-hdr", "--gpus", "16",
+               "--max-global-batch", "4096"])
+    assert rc == 2 and "--max-global-batch" in capsys.readouterr().err

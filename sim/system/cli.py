@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 
 from sim.errors import ConfigError
@@ -62,9 +63,18 @@ def build_runs(args):
         dyn = "device"
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
+    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples)
+    if dyn == "device":
+        from sim.system.batch_split import prunetrain_split
+        args.prunetrain_split = prunetrain_split(
+            w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
+            max_global_batch=getattr(args, "max_global_batch", None), dense=dense)
+        return w, cl, spec, args.prunetrain_split["run"], dense
+    if getattr(args, "max_global_batch", None):
+        raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
+                          "(its dynamic mini-batch)")
     run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn,
                        samples=samples)
-    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples)
     return w, cl, spec, run, dense
 
 
@@ -86,6 +96,8 @@ def cmd_train(args) -> int:
         tta = tta_report([e.seconds for e in run.epochs], [e.seconds for e in dense.epochs],
                          load_curves(args.accuracy), spec.label, args.target)
     fallback = run.timing_source.startswith("roofline")
+    split = getattr(args, "prunetrain_split", None)
+    split_json = {k: v for k, v in split.items() if k != "run"} if split else None
     if args.json:
         out = {"workload": w.name, "cluster": cl.name, "devices": cl.devices,
                "dimensions": [{"name": d.name, "devices": d.devices, "link": d.link}
@@ -97,7 +109,7 @@ def cmd_train(args) -> int:
                "speedup": _speedup(run, dense),
                "comm_bytes_vs_dense": (run.comm_bytes / dense.comm_bytes) if dense.comm_bytes
                else None,
-               "tta": tta}
+               "tta": tta, "prunetrain_split": split_json}
         print(json.dumps(out, indent=1))
         return 0
     print(f"{w.name} on {cl.name}: {cl.devices} devices ("
@@ -133,6 +145,13 @@ def cmd_train(args) -> int:
              "system level)")
           + (f"; communication bytes {run.comm_bytes / dense.comm_bytes:.3f} of dense's"
              if dense.comm_bytes else ""))
+    if split:
+        f = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
+        print(f"  split: pruning alone {f(split['pruning_alone'])} (dense's batch), batch growth "
+              f"on top {f(split['batch_growth'])}, together {f(split['together'])}; growth capped "
+              f"at a global batch of {split['max_global_batch']} (--max-global-batch)")
+        for m in split["warnings"]:
+            print(f"prunesim: warning: {m}", file=sys.stderr)
     if tta:
         for k in ("method", "dense"):
             t = tta[k]
