@@ -205,3 +205,14 @@ def test_one_tta_rule_for_the_demo_and_plot(tmp_path):
     assert seen["target"] == plots._default_target(curves)
     assert seen["rule"].startswith(plots.TTA_RULE) and "docs/data/accuracy" in seen["rule"]
     assert store  # the store module was importable
+
+
+def test_speedup_value_labels_sit_above_the_1x_line():
+    fig = plots.fig_speedup(net_records())
+    ax = fig.axes[0]
+    line = next(l for l in ax.get_lines() if list(l.get_ydata()) == [1.0, 1.0])
+    labels = [t for t in ax.texts if t.get_text()]
+    assert labels and all(t.get_zorder() > line.get_zorder() for t in labels)
+    # an opaque box: where a bar ends near 1x, the label hides the line, not the other way round
+    assert all(t.get_bbox_patch() is not None and t.get_bbox_patch().get_facecolor()[:3] == (1, 1, 1)
+               for t in labels)
