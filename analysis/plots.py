@@ -6,7 +6,9 @@ paths. The data helpers (`layer_records`, `tta_points`, `comm_runs`) turn a trac
 or the system model into those records; `cmd_plot` reads a result store and dispatches.
 
 Kinds (issue 8): speedup (Ye et al. Fig. 4 style), layers (SDGP Fig. 9), tta (SDGP Fig. 10), comm
-(PruneTrain Fig. 11) and pareto (accuracy versus time to accuracy, all methods).
+(PruneTrain Fig. 11), pareto (accuracy versus time to accuracy, all methods) and roofline (one per
+GPU hwconfig, every dense layer phase as a point). Ratios are speedups (> 1 faster); the TTA
+target rule (TTA_RULE) and its accuracy curves (default_curves) are the demo's.
 """
 from __future__ import annotations
 
@@ -463,6 +465,70 @@ def plot_comm(runs, out, formats=("png", "svg")) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------------
+# roofline per GPU hwconfig (every dense layer-phase as a point)
+
+
+def roofline_points(workload, batch: int, hw) -> list[dict]:
+    """Per dense (layer, phase) on a GPU hwconfig: FLOPs, DRAM bytes and seconds of its kernels
+    as the tensor-core engine models them (GEMM or direct kernel, col2im included)."""
+    from sim.engines import tensorcore as tc
+    from sim.workload import lower
+    if hw.kind != "gpu":
+        raise ConfigError(hw.path, "kind", "the roofline plot is for GPU hwconfigs (the "
+                          "tensor-core engine's rates); CPU configs have no single math roof here")
+    out = []
+    for l in workload.layers:
+        for ph, g in lower(l, batch).items():
+            if ph == "agbp" and not l.needs_agbp:
+                continue
+            ks = tc.simulate_phase(g, None, hw)
+            secs = sum(k.seconds for k in ks)
+            out.append({"hw": hw.name, "workload": workload.name, "batch": batch,
+                        "layer": l.name, "phase": ph, "flops": g.flops,
+                        "dram_bytes": sum(k.bytes.get("dram", 0) for k in ks), "seconds": secs,
+                        "kernel": ks[0].kernel})
+    return out
+
+
+def fig_roofline(points: Sequence[dict], hw):
+    """Log-log roofline of one GPU: the math roof (dense, the engine's default dtype), the DRAM
+    roof, and each layer-phase at (FLOP per DRAM byte, achieved FLOP/s), coloured by phase."""
+    from sim.engines import tensorcore as tc
+    if not points:
+        raise ValueError("no layer-phase points")
+    s = tc.gpu_spec(hw)
+    dtype = s.default_dtype()
+    peak = 2 * s.sm * s.fma_rate(dtype) * s.clock / 1e12          # TFLOP/s
+    bw = s.dram_bpc * s.clock / 1e12                                # TB/s
+    pts = [p for p in points if p["dram_bytes"] > 0 and p["seconds"] > 0]
+    ai = [p["flops"] / p["dram_bytes"] for p in pts]
+    lo, hi = min(ai + [peak / bw]) / 4, max(ai + [peak / bw]) * 4
+    fig, ax = plt.subplots(figsize=(6.6, 4.6))
+    xs = [lo, peak / bw, hi]
+    ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.2,
+            label=f"roofs: {peak:.0f} TFLOP/s {dtype}, {bw * 1e3:.0f} GB/s DRAM")
+    for ph in ("fwd", "agbp", "wgc"):
+        sel = [p for p in pts if p["phase"] == ph]
+        ax.scatter([p["flops"] / p["dram_bytes"] for p in sel],
+                   [p["flops"] / p["seconds"] / 1e12 for p in sel], s=16,
+                   color=PHASE_COLORS[ph], label=ph.upper(), zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte of DRAM traffic)")
+    ax.set_ylabel("achieved (TFLOP/s)")
+    ax.legend(fontsize=7, loc="lower right")
+    p0 = points[0]
+    ax.set_title(f"Roofline of {hw.name} (tensor-core engine), {p0['workload']}, batch "
+                 f"{p0['batch']}: every dense layer phase", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(points, hw, out, formats=("png", "svg")) -> list[Path]:
+    return _save(fig_roofline(points, hw), out, f"roofline-{hw.name}", formats)
+
+
+# ---------------------------------------------------------------------------------------------
 # the command
 
 
@@ -567,6 +633,29 @@ def cmd_plot(args) -> int:
                          getattr(args, "gpus", None), getattr(args, "epochs", None),
                          methods=_uniq(r["method"] for r in sel), trace=trace)
         paths = plot_comm(runs, out, formats)
+    elif kind == "roofline":
+        # one plot per GPU hwconfig of the store, on the first workload's trace (or zoo entry)
+        from sim.hwconfig import load_hwconfig
+        from sim.workload import load_workload
+        wl_name = getattr(args, "workload", None) or recs[0]["workload"]
+        sel = [r for r in recs if r["workload"] == wl_name]
+        if not sel:
+            raise ConfigError(args.db, "--workload", f"no records of workload {wl_name!r}")
+        trace = next((r["trace"] for r in sel if r.get("trace") and Path(r["trace"]).is_dir()),
+                     None)
+        if trace:
+            from sim.traces.format import open_trace
+            w = open_trace(trace).workload
+        else:
+            w = load_workload(wl_name)
+        paths = []
+        for name in _uniq(r["hw"] for r in sel if r.get("hw_kind") == "gpu"):
+            path = next((r.get("hw_path") for r in sel if r["hw"] == name and r.get("hw_path")),
+                        None)
+            hw = load_hwconfig(path or name)
+            paths += plot_roofline(roofline_points(w, sel[0]["batch"], hw), hw, out, formats)
+        if not paths:
+            raise ConfigError(args.db, "hw", "no GPU records: the roofline plot is for GPUs")
     else:  # argparse restricts kind; kept for API callers
         raise ConfigError(None, "--kind", f"unknown plot kind {kind!r}")
     for p in paths:

@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.results.store:cmd_export")
     p = sub.add_parser("plot", help="plots from a result store")
     p.add_argument("db", help="result store (SQLite)")
-    p.add_argument("--kind", required=True, choices=("speedup", "layers", "tta", "comm", "pareto"))
+    p.add_argument("--kind", required=True,
+                   choices=("speedup", "layers", "tta", "comm", "pareto", "roofline"))
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf")
     p.add_argument("--methods", action="append", default=None, metavar="LABEL",
@@ -268,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tta/pareto: default from the trace's provenance")
     p.add_argument("--cluster", default=None, help="comm: cluster YAML (default dgx-a100-hdr)")
     p.add_argument("--gpus", type=_positive_int, default=None, help="comm: devices used")
-    p.add_argument("--workload", default=None, help="comm: workload (default the stored one)")
+    p.add_argument("--workload", default=None,
+                   help="comm/layers/roofline: workload (default the first stored)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="comm: training epochs")
     _handler(p, "analysis.plots:cmd_plot")
     p = sub.add_parser("validate", help="compute every published result from the models; compare")

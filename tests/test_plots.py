@@ -216,3 +216,38 @@ def test_speedup_value_labels_sit_above_the_1x_line():
     # an opaque box: where a bar ends near 1x, the label hides the line, not the other way round
     assert all(t.get_bbox_patch() is not None and t.get_bbox_patch().get_facecolor()[:3] == (1, 1, 1)
                for t in labels)
+
+
+def test_roofline_points_stay_under_the_roofs(tmp_path):
+    from sim.engines import tensorcore as tc
+    from sim.hwconfig import load_hwconfig
+    from sim.workload import load_workload
+    hw = load_hwconfig("a100-sxm4-40gb")
+    w = load_workload("resnet20")
+    pts = plots.roofline_points(w, 128, hw)
+    n_phases = sum(3 if l.needs_agbp else 2 for l in w.layers)
+    assert len(pts) == n_phases
+    s = tc.gpu_spec(hw)
+    peak = 2 * s.sm * s.fma_rate(s.default_dtype()) * s.clock
+    bw = s.dram_bpc * s.clock
+    for p in pts:
+        ai = p["flops"] / p["dram_bytes"]
+        assert p["flops"] / p["seconds"] <= min(peak, ai * bw) * 1.0001, p
+    fig = plots.fig_roofline(pts, hw)
+    ax = fig.axes[0]
+    assert "(FLOP/byte" in ax.get_xlabel() and "(TFLOP/s)" in ax.get_ylabel()
+    assert ax.get_xscale() == "log" and "312 TFLOP/s" in ax.get_legend().get_texts()[0].get_text()
+    with pytest.raises(ConfigError, match="GPU"):
+        plots.roofline_points(w, 128, load_hwconfig("xeon-e5-2680v4"))
+
+
+def test_cmd_plot_roofline_one_file_per_gpu(tmp_path, cnn2_trace):
+    from sim.results import api
+    db = tmp_path / "r.sqlite"
+    api.replay(str(cnn2_trace), hw=["a100-sxm4-40gb", "v100-sxm2", "xeon-e5-2680v4"],
+               methods=["dense"], db=str(db), iteration=0)
+    args = SimpleNamespace(db=str(db), kind="roofline", out=str(tmp_path / "o"), format="png",
+                           workload=None)
+    assert plots.cmd_plot(args) == 0
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "roofline-a100-sxm4-40gb.png", "roofline-v100-sxm2.png"]
