@@ -395,9 +395,15 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
         if getattr(args, "layers", False) and engines:
             for m in methods:
                 for hw, _ in engines:
-                    sec = row["methods"][m.label]["seconds"][hw.name]
+                    e = row["methods"][m.label]
+                    sec = e["seconds"].get(hw.name)
+                    if sec is None:   # not run: the engine does not model this combination
+                        layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
+                                           "-", "-", "-", "not run"])
+                        continue
                     layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
-                                       *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES)])
+                                       *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES),
+                                       "dense (fallback)" if e["fallback"].get(hw.name) else ""])
 
 
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
@@ -426,7 +432,8 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=
                        [[k, f"{v:.4f}"] for k, v in totals.mean_density().items()]))
     if layer_rows:
         print()
-        print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us"],
+        print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us",
+                            "status"],
                            layer_rows))
     if engines:
         print()

@@ -117,6 +117,20 @@ def test_cpu_replay_of_a_depthwise_conv_is_a_not_run_line(dw_trace, capsys):
     assert "1.000" in dense
 
 
+def test_replay_layers_table_marks_not_run_and_fallback(dw_trace, capsys):
+    rc = main(["replay", str(dw_trace), "--hw", "xeon-e5-2680v4", "--hw", "v100-sxm2",
+               "--method", "dbtd:p=0.99", "--method", "sdgp-mag:nm=2:4", "--layers"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    table = out[out.index("FWD us"):]
+    rows = [l.split() for l in table.splitlines() if l.split()[:1] == ["0"]]
+    cpu_dbtd = {r[1]: r for r in rows if r[2] == "xeon-e5-2680v4" and r[3].startswith("dbtd")}
+    assert cpu_dbtd["b1.dw"][4:] == ["-", "-", "-", "not", "run"]
+    assert float(cpu_dbtd["stem"][6]) > 0 and cpu_dbtd["stem"][-1] != "run"
+    v100_sdgp = {r[1]: r for r in rows if r[2] == "v100-sxm2" and r[3].startswith("sdgp")}
+    assert v100_sdgp["b1.pw"][-1] == "(fallback)" and v100_sdgp["stem"][-1] != "(fallback)"
+
+
 def test_unsupported_reason_names_the_limit():
     w = load_workload(TINY)
     dw, pw = w.layer("b1.dw"), w.layer("b1.pw")

@@ -341,7 +341,7 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
             r, s = m.kernel_size
             new({"name": node.target, "op": "conv", "in": src(node.args[0], where),
                  "c_out": m.out_channels, "kernel": r if r == s else [r, s],
-                 "stride": m.stride[0], "pad": m.padding[0] if not isinstance(m.padding, str) else 0,
+                 "stride": m.stride[0], "pad": m.padding[0],
                  "groups": m.groups, "bias": m.bias is not None}, node)
         elif k is nn.Linear:
             m = mods[node.target]
