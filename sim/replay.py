@@ -214,7 +214,7 @@ def summary_lines(records: list[dict]) -> list[str]:
     if fb:
         reasons = sorted({r["fallback"].split(": ", 1)[1] for r in fb})
         out.append(f"prunesim: note: {len(fb)} of {len(records)} (hardware, method) points ran some "
-                   f"layers dense for want of a sparse kernel (the `fallback` field); first: "
+                   f"layers dense for want of a sparse kernel (the `fallback` field), e.g. "
                    f"{reasons[0]}" + (f" (+{len(reasons) - 1} other reasons)" if len(reasons) > 1
                                       else ""))
     nr = [r for r in records if r.get("status") == "not run"]
