@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install bench bench-scalesim clean
+.PHONY: demo test install docs bench bench-scalesim clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# refresh the committed validation report (`prunesim validate` alone writes out/validation.md)
+docs: $(STAMP)
+	$(VENV)/bin/prunesim validate --out docs/validation.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -6,11 +6,14 @@ paths. The data helpers (`layer_records`, `tta_points`, `comm_runs`) turn a trac
 or the system model into those records; `cmd_plot` reads a result store and dispatches.
 
 Kinds (issue 8): speedup (Ye et al. Fig. 4 style), layers (SDGP Fig. 9), tta (SDGP Fig. 10), comm
-(PruneTrain Fig. 11) and pareto (accuracy versus time to accuracy, all methods).
+(PruneTrain Fig. 11), pareto (accuracy versus time to accuracy, all methods) and roofline (one per
+GPU hwconfig, every dense layer phase as a point). Ratios are speedups (> 1 faster); the TTA
+target rule (TTA_RULE) and its accuracy curves (default_curves) are the demo's.
 """
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -103,10 +106,12 @@ def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
             bars = ax.bar(xs, ys, width, label=_short_method(m), color=f"C{j}")
             for b, y in zip(bars, ys):
                 if math.isfinite(y):
+                    # on a white box above the 1x line: a bar ending near 1 would hide it
                     ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center",
-                                va="bottom", fontsize=6, rotation=90, xytext=(0, 2),
-                                textcoords="offset points")
-        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+                                va="bottom", fontsize=6, rotation=90, xytext=(0, 3),
+                                textcoords="offset points", zorder=4,
+                                bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
+        ax.axhline(1.0, color="k", lw=0.8, ls="--", zorder=1)
         ax.set_xticks(range(len(nets)), nets, rotation=20, ha="right")
         hw_kind = next((r.get("hw_kind") for r in recs if r["hw"] == hw), "")
         ax.set_title(f"{hw} ({hw_kind})", fontsize=9)
@@ -161,20 +166,24 @@ def _mean_layers(recs: Sequence[dict]) -> dict:
 
 
 def fig_layers(recs: Sequence[dict], methods: Sequence[str] | None = None, max_methods: int = 3):
-    """One panel per hardware; per layer a stacked FWD/AGBP/WGC bar per method (hatched)."""
+    """One panel per hardware; per layer a stacked FWD/AGBP/WGC bar per method (hatched).
+    One workload per figure (its layers are the x axis); one time unit for every panel."""
     if not recs:
         raise ValueError("no per-layer records")
+    wls = _uniq(r["workload"] for r in recs)
+    if len(wls) > 1:
+        raise ValueError(f"per-layer records of {len(wls)} workloads ({', '.join(wls)}): plot one "
+                         "workload at a time")
     hws = _uniq(r["hw"] for r in recs)
     methods = list(methods or _uniq(r["method"] for r in recs))[:max_methods]
     layers = _uniq(r["layer"] for r in recs)
     mean = _mean_layers(recs)
-    fig, axes = plt.subplots(len(hws), 1, figsize=(min(16.0, max(7.0, 0.25 * len(layers) * len(methods))),
-                                                   1.2 + 2.2 * len(hws)), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(len(hws), 1, figsize=(min(20.0, max(7.0, 0.3 * len(layers) * len(methods))),
+                                                   1.6 + 2.4 * len(hws)), squeeze=False, sharex=True)
     width = 0.8 / len(methods)
+    # one unit for every panel (each panel keeps its own y range: CPUs take ~1000x a GPU)
+    scale, unit = _time_unit([sum(v) for v in mean.values()])
     for ax, hw in zip(axes[:, 0], hws):
-        # CPU layers take ~1000x a GPU's: milliseconds there, microseconds on GPUs
-        vals = [v for k, v in mean.items() if k[0] == hw]
-        scale, unit = (1e3, "ms") if max(sum(v) for v in vals) > 1e-3 else (1e6, "µs")
         for j, m in enumerate(methods):
             xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(layers))]
             bottom = [0.0] * len(layers)
@@ -187,7 +196,8 @@ def fig_layers(recs: Sequence[dict], methods: Sequence[str] | None = None, max_m
         ax.set_ylabel(f"time / iteration ({unit})", fontsize=8)
         kind = next((r.get("hw_kind") for r in recs if r["hw"] == hw), "")
         ax.set_title(f"{hw} ({kind})", fontsize=9)
-    axes[-1, 0].set_xticks(range(len(layers)), layers, rotation=60, ha="right", fontsize=6)
+    axes[-1, 0].set_xticks(range(len(layers)), layers, rotation=60, ha="right",
+                           fontsize=8 if len(layers) <= 40 else 7)
     axes[-1, 0].set_xlabel("layer (in network order)")
     # legend: phases by colour, methods by hatch
     from matplotlib.patches import Patch
@@ -220,7 +230,31 @@ def iterations_per_epoch(trace) -> int | None:
     return int(n) // int(trace.batch) if n else None
 
 
-def tta_points(records: Sequence[dict], curves, iters_per_epoch: int, target: float) -> list[dict]:
+REPO = Path(__file__).resolve().parents[1]
+ACCURACY_RUNS = REPO / "docs" / "data" / "accuracy"
+# the accuracy runs of tools/accuracy_runs.py: one setup, every method
+ACCURACY_RUNS_SETUP = ("resnet20", "mnist5k")
+TTA_RULE = "0.99 x the best validation accuracy of the dense curve"
+
+
+def default_curves(trace) -> tuple[list, str]:
+    """The accuracy curves a TTA uses when none are given, and where they come from: our accuracy
+    runs (docs/data/accuracy, one curve per method) when the trace is of their setup, else the
+    trace's own training log (its method only). The demo and `prunesim plot` both use this."""
+    from sim.system.tta import load_curves
+    from sim.traces.format import Trace, open_trace
+    tr = trace if isinstance(trace, Trace) else open_trace(trace)
+    ds = (tr.provenance or {}).get("dataset")
+    ds = ds.get("name") if isinstance(ds, dict) else ds
+    runs = sorted(ACCURACY_RUNS.glob("*.log.csv")) if ACCURACY_RUNS.is_dir() else []
+    if runs and (tr.workload.name, ds) == ACCURACY_RUNS_SETUP:
+        return ([c for f in runs for c in load_curves(f)],
+                "docs/data/accuracy (tools/accuracy_runs.py)")
+    return load_curves(tr.path), f"the trace's log ({tr.path.name})"
+
+
+def tta_points(records: Sequence[dict], curves, iters_per_epoch: int, target: float,
+               rule: str | None = None) -> list[dict]:
     """Per network record: simulated epoch time (step_s x iterations) and the time to reach
     `target` on the method's own accuracy curve. A non-dense method without its own curve gets no
     number (we never assume its accuracy equals dense's)."""
@@ -234,7 +268,7 @@ def tta_points(records: Sequence[dict], curves, iters_per_epoch: int, target: fl
         ep_s = r["step_s"] * iters_per_epoch
         d = {"hw": r["hw"], "hw_kind": r.get("hw_kind"), "workload": r["workload"],
              "batch": r["batch"], "method": r["method"], "epoch_s": ep_s, "target": target,
-             "tta_s": None, "epoch": None, "accuracy": None,
+             "tta_s": None, "epoch": None, "accuracy": None, "target_rule": rule,
              "status": "no accuracy curve for this method"}
         if c is not None:
             epochs = max(e for e, _ in c.points) + 1
@@ -275,9 +309,11 @@ def fig_tta(points: Sequence[dict]):
         ax.margins(y=0.15)
     tgt = pts[0]["target"]
     skipped = sorted({_short_method(p["method"]) for p in points if p["tta_s"] is None})
+    rule = pts[0].get("target_rule")
     fig.suptitle(f"Simulated time to {tgt:g} validation accuracy, {pts[0]['workload']}, "
-                 f"{_batches(pts)}" + (f"\n(no curve or not reached: {', '.join(skipped)})"
-                                       if skipped else ""), fontsize=9)
+                 f"{_batches(pts)}" + (f"\ntarget = {rule}" if rule else "")
+                 + (f"\n(no curve or not reached: {', '.join(skipped)})" if skipped else ""),
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -323,8 +359,10 @@ def fig_pareto(points: Sequence[dict]):
         ax.set_ylim(top=min(100.0, ax.get_ylim()[1]))
     ax.set_xlabel(f"simulated time to {pts[0]['target']:g} accuracy ({unit})")
     ax.set_ylabel("best validation accuracy (%)" if pct else "best validation accuracy (as logged)")
+    rule = pts[0].get("target_rule")
     ax.set_title(f"Accuracy vs time to accuracy, {pts[0]['workload']}, {_batches(pts)}; "
-                 "dotted: frontier per hardware", fontsize=9)
+                 "dotted: frontier per hardware" + (f"\ntarget {pts[0]['target']:g} = {rule}"
+                                                    if rule else ""), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -338,31 +376,51 @@ def plot_pareto(points, out, formats=("png", "svg")) -> list[Path]:
 
 
 def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int | None = None,
-              methods: Sequence[str] = ("dense", "prunetrain", "zero:schedule=1")) -> list[dict]:
-    """Per-epoch series from sim.system.simulate_run (Run.to_json()), one per method."""
+              methods: Sequence[str] = ("dense", "prunetrain", "zero:schedule=1"),
+              trace=None, samples: int | None = None) -> list[dict]:
+    """Per-epoch series from sim.system.simulate_run (Run.to_json()), one per method.
+
+    trace (a path or Trace): the workload, and the epochs, batch and training-set size of the run
+    it captured (sim.replay.trace_training_defaults); else the workload's dataset defaults.
+    A method sim.system does not model (its time would be dense's) is left out and named in the
+    `left_out` field of every run."""
     from sim.methods import parse_method
+    from sim.replay import DEFAULT_GPUS, system_level_available, trace_training_defaults
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, parametric_trajectory,
-                                       simulate_run)
+    from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
+                                       parametric_trajectory, simulate_run)
     from sim.workload import load_workload
-    w = load_workload(workload)
+    d: dict = {}
+    if trace is not None:
+        from sim.traces.format import Trace, open_trace
+        tr = trace if isinstance(trace, Trace) else open_trace(trace)
+        w, d = tr.workload, trace_training_defaults(tr)
+    else:
+        w = load_workload(workload)
     cl = load_cluster(cluster)
-    if gpus:
-        cl = cl.with_devices(gpus)
-    ds = w.dataset or ""
-    epochs = epochs or DEFAULT_EPOCHS.get(ds)
-    batch = DEFAULT_BATCH.get(ds)
-    if epochs is None or batch is None:
-        raise ConfigError(w.origin, "dataset", f"no default epochs/batch for dataset {ds!r}")
-    out = []
-    for m in methods:
+    cl = cl.with_devices(gpus or min(DEFAULT_GPUS, cl.devices))
+    ds = d.get("dataset") or w.dataset or ""
+    epochs = epochs or d.get("epochs") or DEFAULT_EPOCHS.get(ds)
+    batch = d.get("batch") or DEFAULT_BATCH.get(ds)
+    samples = samples or d.get("samples") or DATASET_SAMPLES.get(ds)
+    if epochs is None or batch is None or samples is None:
+        raise ConfigError(w.origin, "dataset", f"no default epochs/batch/training-set size for "
+                          f"dataset {ds!r} (give --epochs; a stored trace's provenance has them)")
+    out, left_out = [], []
+    for m in _uniq(["dense", *methods]):
         spec = parse_method(m)
         traj = parametric_trajectory(w, epochs, spec.get("interval")) if spec.id == "prunetrain" \
             else None
-        run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj)
-        d = run.to_json()
-        d.update(cluster=cl.name, batch=batch)
-        out.append(d)
+        run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
+                           samples=samples)
+        if not system_level_available(run):
+            left_out.append(_short_method(spec.label))
+            continue
+        dd = run.to_json()
+        dd.update(cluster=cl.name, batch=batch)
+        out.append(dd)
+    for dd in out:
+        dd["left_out"] = left_out
     return out
 
 
@@ -378,7 +436,8 @@ def fig_comm(runs: Sequence[dict]):
         a1.plot(ep, per_it, color=f"C{i}", label=_short_method(r["method"]))
         a2.plot(ep, [e["comm_seconds"] * k for e in r["per_epoch"]], color=f"C{i}",
                 label=_short_method(r["method"]) + " (all-reduce)")
-        a2.plot(ep, [e["exposed_comm_seconds"] * k for e in r["per_epoch"]], color=f"C{i}", ls=":",
+        a2.plot(ep, [e["exposed_comm_seconds"] * k for e in r["per_epoch"]], color=f"C{i}",
+                ls=(0, (2, 1.5)), lw=2.0, marker="." if len(ep) <= 30 else None,
                 label=_short_method(r["method"]) + " (exposed)")
     a1.set_xlabel("training epoch (epoch index)")
     a1.set_ylabel("all-reduce payload per iteration (MB/device)")
@@ -386,20 +445,87 @@ def fig_comm(runs: Sequence[dict]):
     a1.set_ylim(bottom=0)
     a2.set_xlabel("training epoch (epoch index)")
     a2.set_ylabel(f"communication time per epoch ({unit})")
-    a2.set_title("per epoch (dotted: not hidden behind back-prop)", fontsize=9)
+    a2.set_title("per epoch (dashed: not hidden behind back-prop)", fontsize=9)
     a2.set_ylim(bottom=0)
     a1.legend(fontsize=7)
     a2.legend(fontsize=6)
     r0 = runs[0]
+    left_out = sorted({m for r in runs for m in r.get("left_out", ())})
     fig.suptitle(f"Communication over training, {r0['workload']} on {r0.get('cluster', '?')} "
                  f"({r0['devices']} devices), batch {r0.get('batch', '?')}/device at start; "
-                 f"per-layer times: {r0['timing_source']}", fontsize=9)
+                 f"per-layer times: {r0['timing_source']}"
+                 + (f"\n(not modeled at system level, left out: {', '.join(left_out)})"
+                    if left_out else ""), fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def plot_comm(runs, out, formats=("png", "svg")) -> list[Path]:
     return _save(fig_comm(runs), out, "comm", formats)
+
+
+# ---------------------------------------------------------------------------------------------
+# roofline per GPU hwconfig (every dense layer-phase as a point)
+
+
+def roofline_points(workload, batch: int, hw) -> list[dict]:
+    """Per dense (layer, phase) on a GPU hwconfig: FLOPs, DRAM bytes and seconds of its kernels
+    as the tensor-core engine models them (GEMM or direct kernel, col2im included)."""
+    from sim.engines import tensorcore as tc
+    from sim.workload import lower
+    if hw.kind != "gpu":
+        raise ConfigError(hw.path, "kind", "the roofline plot is for GPU hwconfigs (the "
+                          "tensor-core engine's rates); CPU configs have no single math roof here")
+    out = []
+    for l in workload.layers:
+        for ph, g in lower(l, batch).items():
+            if ph == "agbp" and not l.needs_agbp:
+                continue
+            ks = tc.simulate_phase(g, None, hw)
+            secs = sum(k.seconds for k in ks)
+            out.append({"hw": hw.name, "workload": workload.name, "batch": batch,
+                        "layer": l.name, "phase": ph, "flops": g.flops,
+                        "dram_bytes": sum(k.bytes.get("dram", 0) for k in ks), "seconds": secs,
+                        "kernel": ks[0].kernel})
+    return out
+
+
+def fig_roofline(points: Sequence[dict], hw):
+    """Log-log roofline of one GPU: the math roof (dense, the engine's default dtype), the DRAM
+    roof, and each layer-phase at (FLOP per DRAM byte, achieved FLOP/s), coloured by phase."""
+    from sim.engines import tensorcore as tc
+    if not points:
+        raise ValueError("no layer-phase points")
+    s = tc.gpu_spec(hw)
+    dtype = s.default_dtype()
+    peak = 2 * s.sm * s.fma_rate(dtype) * s.clock / 1e12          # TFLOP/s
+    bw = s.dram_bpc * s.clock / 1e12                                # TB/s
+    pts = [p for p in points if p["dram_bytes"] > 0 and p["seconds"] > 0]
+    ai = [p["flops"] / p["dram_bytes"] for p in pts]
+    lo, hi = min(ai + [peak / bw]) / 4, max(ai + [peak / bw]) * 4
+    fig, ax = plt.subplots(figsize=(6.6, 4.6))
+    xs = [lo, peak / bw, hi]
+    ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.2,
+            label=f"roofs: {peak:.0f} TFLOP/s {dtype}, {bw * 1e3:.0f} GB/s DRAM")
+    for ph in ("fwd", "agbp", "wgc"):
+        sel = [p for p in pts if p["phase"] == ph]
+        ax.scatter([p["flops"] / p["dram_bytes"] for p in sel],
+                   [p["flops"] / p["seconds"] / 1e12 for p in sel], s=16,
+                   color=PHASE_COLORS[ph], label=ph.upper(), zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte of DRAM traffic)")
+    ax.set_ylabel("achieved (TFLOP/s)")
+    ax.legend(fontsize=7, loc="lower right")
+    p0 = points[0]
+    ax.set_title(f"Roofline of {hw.name} (tensor-core engine), {p0['workload']}, batch "
+                 f"{p0['batch']}: every dense layer phase", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(points, hw, out, formats=("png", "svg")) -> list[Path]:
+    return _save(fig_roofline(points, hw), out, f"roofline-{hw.name}", formats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,8 +558,8 @@ def _curves(paths: Sequence[str], trace_path: str | None):
 
 
 def _default_target(curves) -> float:
-    """Without --target: 99 % of the dense curve's best accuracy (a target every useful run meets
-    near its end; stated in the plot title)."""
+    """Without --target: TTA_RULE, 99 % of the dense curve's best accuracy (a target every useful
+    run meets near its end; stated in the plot title)."""
     dense = [c for c in curves if c.method in (None, "dense")]
     best = max(a for c in (dense or curves) for _, a in c.points)
     return round(0.99 * best, 4)
@@ -454,6 +580,16 @@ def cmd_plot(args) -> int:
             lrec = _store_records(args.db, "layer")
         except ConfigError:
             lrec = []
+        # one workload per plot: --workload, else the first stored (the others are named)
+        wl = getattr(args, "workload", None) or recs[0]["workload"]
+        others = [w for w in _uniq(r["workload"] for r in recs) if w != wl]
+        if others:
+            print(f"layers: plotting {wl}; the store also holds {', '.join(others)} "
+                  "(choose with --workload)", file=sys.stderr)
+        recs = [r for r in recs if r["workload"] == wl]
+        lrec = [r for r in lrec if r["workload"] == wl]
+        if not recs:
+            raise ConfigError(args.db, "--workload", f"no records of workload {wl!r}")
         if not lrec:  # no per-layer rows stored: replay the trace the network rows came from
             traces = _uniq(r["trace"] for r in recs if r.get("trace"))
             if not traces or not Path(traces[0]).is_dir():
@@ -472,20 +608,54 @@ def cmd_plot(args) -> int:
         if not ipe:
             raise ConfigError(args.db, "trace", "iterations per epoch unknown: give "
                               "--iterations-per-epoch")
-        curves = _curves(getattr(args, "accuracy", None) or [], trace_path)
-        target = getattr(args, "target", None) or _default_target(curves)
+        given = getattr(args, "accuracy", None) or []
+        if given or not (trace_path and Path(trace_path).is_dir()):
+            curves, src = _curves(given, trace_path), "the --accuracy curves"
+        else:
+            curves, src = default_curves(trace_path)
+        target = getattr(args, "target", None)
+        rule = "given (--target)" if target else f"{TTA_RULE} ({src})"
+        target = target or _default_target(curves)
         # one trace's accuracy log and epoch length apply to that trace's records only
         sel = [r for r in recs if r.get("trace") == trace_path] or recs
-        pts = tta_points(sel, curves, ipe, target)
+        pts = tta_points(sel, curves, ipe, target, rule)
         try:
             paths = (plot_tta if kind == "tta" else plot_pareto)(pts, out, formats)
         except ValueError as e:
             raise ConfigError(args.db, kind, str(e)) from None
     elif kind == "comm":
+        # the methods that were run (the store's), on the workload's trace when it is on disk
         wl = getattr(args, "workload", None) or recs[0]["workload"]
+        sel = [r for r in recs if r["workload"] == wl]
+        trace = next((r["trace"] for r in sel if r.get("trace") and Path(r["trace"]).is_dir()),
+                     None)
         runs = comm_runs(wl, getattr(args, "cluster", None) or "dgx-a100-hdr",
-                         getattr(args, "gpus", None), getattr(args, "epochs", None))
+                         getattr(args, "gpus", None), getattr(args, "epochs", None),
+                         methods=_uniq(r["method"] for r in sel), trace=trace)
         paths = plot_comm(runs, out, formats)
+    elif kind == "roofline":
+        # one plot per GPU hwconfig of the store, on the first workload's trace (or zoo entry)
+        from sim.hwconfig import load_hwconfig
+        from sim.workload import load_workload
+        wl_name = getattr(args, "workload", None) or recs[0]["workload"]
+        sel = [r for r in recs if r["workload"] == wl_name]
+        if not sel:
+            raise ConfigError(args.db, "--workload", f"no records of workload {wl_name!r}")
+        trace = next((r["trace"] for r in sel if r.get("trace") and Path(r["trace"]).is_dir()),
+                     None)
+        if trace:
+            from sim.traces.format import open_trace
+            w = open_trace(trace).workload
+        else:
+            w = load_workload(wl_name)
+        paths = []
+        for name in _uniq(r["hw"] for r in sel if r.get("hw_kind") == "gpu"):
+            path = next((r.get("hw_path") for r in sel if r["hw"] == name and r.get("hw_path")),
+                        None)
+            hw = load_hwconfig(path or name)
+            paths += plot_roofline(roofline_points(w, sel[0]["batch"], hw), hw, out, formats)
+        if not paths:
+            raise ConfigError(args.db, "hw", "no GPU records: the roofline plot is for GPUs")
     else:  # argparse restricts kind; kept for API callers
         raise ConfigError(None, "--kind", f"unknown plot kind {kind!r}")
     for p in paths:

@@ -70,7 +70,7 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
                                        "agbp_s": sec.get("agbp", 0.0), "wgc_s": sec.get("wgc", 0.0)})
         by_name = {hw.name: hw for hw in hws}
         for r in totals.records():
-            why = applies(r["method_id"], by_name[r["hw"]])
+            why = applies(r["method_id"], by_name[r["hw"]]) or r.get("reason")
             if why:
                 skipped.setdefault(f"{r['method_id']} on {r['hw']}", why)
                 continue
@@ -84,10 +84,10 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
                   if not applies(r["method"].split(":")[0], next(h for h in hws if h.name == r["hw"]))]
 
     log("")
-    log("per training iteration (FC layers included; speedups over dense on the same hardware; "
-        "backprop = AGBP + WGC):")
+    log("per training iteration (FC layers included; GEMM phases only; speedup = dense time / "
+        "method time on the same hardware, > 1 is faster; backprop = AGBP + WGC):")
     log(format_table(["workload", "hardware", "method", "density", "FWD ms", "AGBP ms", "WGC ms",
-                      "overhead %", "backprop x", "step x"],
+                      "overhead %", "backprop speedup", "step speedup"],
                      [[r["workload"], r["hw"], plots._short_method(r["method"]),
                        f"{r['density']:.3f}" if r["density"] is not None else "-",
                        f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}", f"{r['wgc_s'] * 1e3:.3f}",
@@ -115,30 +115,25 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
         log(f"\n{len(records)} records in {p} (sim/results/store.py not present yet)")
 
     # plots
-    from sim.system.tta import load_curves
     paths = plots.plot_speedup(records, out)
     main = [r for r in layer_recs if r["workload"] == records[0]["workload"]]
     paths += plots.plot_layers(main, out, methods=[s.label for s in specs
                                                    if s.id in ("dense", "dbtd", "sdgp-mag")])
     first = open_trace(REPO / traces[0] if not Path(traces[0]).is_absolute() else traces[0])
-    # Our accuracy runs (tools/accuracy_runs.py: the same workload, every method, one setup) give
-    # one curve per method; without them only the trace's own (dense) training log is there.
-    acc_dir = REPO / "docs" / "data" / "accuracy"
-    runs = sorted(acc_dir.glob("*.log.csv")) if acc_dir.is_dir() else []
-    if runs and first.workload.name == "resnet20":
-        curves = [c for f in runs for c in load_curves(f)]
-    else:
-        curves = load_curves(first.path)
+    # the same curves and target rule as `prunesim plot --kind tta` on this trace's records
+    curves, src = plots.default_curves(first)
     target = plots._default_target(curves)
     pts = plots.tta_points([r for r in records if r["workload"] == first.workload.name], curves,
-                           plots.iterations_per_epoch(first), target)
+                           plots.iterations_per_epoch(first), target, f"{plots.TTA_RULE} ({src})")
     paths += plots.plot_tta(pts, out)
     paths += plots.plot_pareto(pts, out)
-    paths += plots.plot_comm(plots.comm_runs(first.workload.name, "dgx-a100-hdr", 16), out)
+    # the methods that were run, with the trace's own training setup (as `plot --kind comm`)
+    paths += plots.plot_comm(plots.comm_runs(
+        first.workload.name, "dgx-a100-hdr", methods=[s.label for s in specs], trace=first), out)
     log("plots: " + ", ".join(str(p) for p in paths if p.suffix == ".png"))
     n_curve = len({p["method"] for p in pts if p["tta_s"] is not None})
-    log(f"time to accuracy: target {target:g}; {n_curve} method(s) reach it on their own accuracy "
-        "curve (docs/data/accuracy, from tools/accuracy_runs.py)")
+    log(f"time to accuracy: target {target:g} = {plots.TTA_RULE} ({src}); {n_curve} method(s) "
+        "reach it on their own accuracy curve")
     secs = time.perf_counter() - t0
     log(f"demo finished in {secs:.0f} s")
     return {"records": records, "layer_records": layer_recs, "paths": paths, "seconds": secs}

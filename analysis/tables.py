@@ -17,7 +17,9 @@ def _is_number(v: Any) -> bool:
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in header]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    right = [all(_is_number(r[i]) for r in rows if r[i] != "") and any(r[i] != "" for r in rows)
+    # "-" marks a missing number: it does not make a numeric column text
+    right = [all(_is_number(r[i]) for r in rows if r[i] not in ("", "-"))
+             and any(r[i] not in ("", "-") for r in rows)
              for i in range(len(header))] if rows else [False] * len(header)
     lines = []
     for j, r in enumerate(cells):
@@ -45,3 +47,35 @@ class StreamTable:
         parts = [str(c).rjust(w) if _is_number(c) else str(c).ljust(w)
                  for c, w in zip(cells, self.widths)]
         print("  ".join(parts).rstrip(), file=self.out, flush=True)
+
+
+# One convention for every ratio the CLI prints: a speedup, dense time / method time, so > 1 means
+# faster than dense. Every caption says so.
+SPEEDUP_RULE = "speedup = dense time / method time on the same hardware: > 1 is faster"
+
+
+def _ms(v) -> str:
+    return f"{v * 1e3:.3f}" if v is not None else "-"
+
+
+def _x(v) -> str:
+    return f"{v:.3f}" if v is not None else "-"
+
+
+def performance_table(records: list[dict], workload: bool = False) -> str:
+    """Network-level records (replay, sweep, store) as a table: phase times, speedups, and per
+    point whether it ran ("not run" points have no numbers) or fell back to dense somewhere."""
+    header = (["workload"] if workload else []) + [
+        "hardware", "method", "FWD ms", "AGBP ms", "WGC ms", "overhead %", "backprop speedup",
+        "step speedup", "status"]
+    rows = []
+    for r in records:
+        status = r.get("status") or "ok"
+        if status == "ok" and r.get("fallback"):
+            status = "ok, " + r["fallback"].split(":", 1)[0]
+        step = r.get("step_s")
+        rows.append(([r.get("workload", "")] if workload else []) + [
+            r["hw"], r["method"], _ms(r.get("fwd_s")), _ms(r.get("agbp_s")), _ms(r.get("wgc_s")),
+            f"{100 * r['overhead_s'] / step:.1f}" if step else "-",
+            _x(r.get("backprop_speedup")), _x(r.get("step_speedup")), status])
+    return format_table(header, rows)

@@ -490,20 +490,30 @@ SECTION_TITLES = {
     "HW3": "HARDWARE.md §3: measured 2:4 sparse vs dense GEMMs"}
 
 
-def compute(quick: bool = False, groups: tuple[str, ...] | None = None, log=None) -> list[Row]:
-    """Every row; a group that raises becomes a failed row (and the others still run)."""
+def compute(quick: bool = False, groups: tuple[str, ...] | None = None, log=None,
+            progress: bool | None = False) -> list[Row]:
+    """Every row; a group that raises becomes a failed row (and the others still run).
+
+    progress: a bar on stderr with the row being computed (None: only on a terminal)."""
+    from sim.progress import Progress
     rows: list[Row] = []
-    for g in groups or tuple(GROUPS):
-        section, fn = GROUPS[g]
-        t0 = time.perf_counter()
-        try:
-            rows.extend(fn(quick=quick))
-        except Exception as e:  # noqa: BLE001 - reported as a failed row, exit status 1
+    todo = groups or tuple(GROUPS)
+    with Progress(len(todo), "validate", "groups", force=progress) as bar:
+        for g in todo:
+            section, fn = GROUPS[g]
+            t0 = time.perf_counter()
+            bar.update(0, note=f"{g}: starting")
+            try:
+                for r in fn(quick=quick):
+                    rows.append(r)
+                    bar.update(0, note=f"{g}: {len(rows)} rows, last: {r.what[:48]}")
+            except Exception as e:  # noqa: BLE001 - reported as a failed row, exit status 1
+                if log:
+                    bar.write(traceback.format_exc().rstrip())
+                rows.append(_fail(section, f"group {g}", e))
+            bar.update(1, note=f"{g} done")
             if log:
-                traceback.print_exc(file=sys.stderr)
-            rows.append(_fail(section, f"group {g}", e))
-        if log:
-            log(f"  {g}: {time.perf_counter() - t0:.1f} s")
+                bar.write(f"  {g}: {time.perf_counter() - t0:.1f} s")
     return rows
 
 
@@ -609,7 +619,7 @@ def cmd_validate(args) -> int:
     quick = bool(getattr(args, "quick", False))
     groups = tuple(g for g in (getattr(args, "only", None) or []) if g) or None
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.json else None
-    rows = compute(quick, groups, log=log)
+    rows = compute(quick, groups, log=log, progress=False if args.json else None)
     secs = time.perf_counter() - t0
     cmd = "prunesim validate" + (" --quick" if quick else "") + \
         "".join(f" --only {g}" for g in (groups or ()))

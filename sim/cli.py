@@ -177,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # --- system level ---------------------------------------------------------------------------
     p = sub.add_parser("train", help="whole-training estimate: iterations, all-reduce, epochs, TTA")
-    p.add_argument("--workload", required=True, help="zoo name or workload YAML")
+    p.add_argument("--workload", required=True,
+                   help="zoo name, workload YAML, or a trace directory (its provenance gives the "
+                        "dataset, training-set size, epochs and batch)")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
     p.add_argument("--gpus", type=_positive_int, default=None, help="use this many devices")
@@ -185,6 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
     p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")
     p.add_argument("--epochs", type=_positive_int, default=None)
+    p.add_argument("--train-samples", type=_positive_int, default=None,
+                   help="training-set size (default: the trace's provenance, else the dataset's)")
+    p.add_argument("--max-global-batch", type=_positive_int, default=None,
+                   help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
+                        "larger caps warn)")
     p.add_argument("--accuracy", default=None,
                    help="accuracy curves (training log CSV or trace dir) for time-to-accuracy")
     p.add_argument("--target", type=float, default=None, help="target validation accuracy")
@@ -202,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "approx:schedule=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the methods' random streams")
     p.add_argument("--cluster", default=None, help="cluster YAML: add the training-level estimate")
+    p.add_argument("--gpus", type=_positive_int, default=None,
+                   help="with --cluster: devices (default 16, or the cluster's size if smaller)")
+    p.add_argument("--epochs", type=_positive_int, default=None,
+                   help="with --cluster: training epochs (default: the trace's own, from its "
+                        "provenance)")
+    p.add_argument("--train-samples", type=_positive_int, default=None,
+                   help="with --cluster: training-set size (default: the trace's provenance, "
+                        "else the dataset's)")
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
     p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -239,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.results.store:cmd_export")
     p = sub.add_parser("plot", help="plots from a result store")
     p.add_argument("db", help="result store (SQLite)")
-    p.add_argument("--kind", required=True, choices=("speedup", "layers", "tta", "comm", "pareto"))
+    p.add_argument("--kind", required=True,
+                   choices=("speedup", "layers", "tta", "comm", "pareto", "roofline"))
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf")
     p.add_argument("--methods", action="append", default=None, metavar="LABEL",
@@ -253,12 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tta/pareto: default from the trace's provenance")
     p.add_argument("--cluster", default=None, help="comm: cluster YAML (default dgx-a100-hdr)")
     p.add_argument("--gpus", type=_positive_int, default=None, help="comm: devices used")
-    p.add_argument("--workload", default=None, help="comm: workload (default the stored one)")
+    p.add_argument("--workload", default=None,
+                   help="comm/layers/roofline: workload (default the first stored)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="comm: training epochs")
     _handler(p, "analysis.plots:cmd_plot")
     p = sub.add_parser("validate", help="compute every published result from the models; compare")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--out", default="docs/validation.md", help="report to write")
+    p.add_argument("--out", default="out/validation.md",
+                   help="report to write (default out/validation.md; `make docs` refreshes the "
+                        "committed docs/validation.md)")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
     p.add_argument("--only", action="append", default=None,
                    choices=("hw3", "d", "b", "c", "a", "d-accuracy"),

@@ -16,9 +16,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from analysis.tables import StreamTable, format_table
+from analysis.tables import SPEEDUP_RULE, StreamTable, format_table, performance_table
 from sim import __version__
 from sim.errors import ConfigError
+from sim.engines.base import Unsupported, fallback_of, unsupported_reason
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
 from sim.methods import MethodSpec, apply_method, parse_method, stream_key
 from sim.methods.base import MethodResult, scale_work
@@ -29,6 +30,7 @@ from sim.workload import Layer, lower
 
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
 PHASES = ("fwd", "agbp", "wgc")
+_FALLBACK_WARNING = r".*(running|runs) dense"   # the engines' sparse-fallback warnings
 
 
 def engines_for(hws: list[HwConfig | str]) -> list[tuple[HwConfig, object]]:
@@ -66,6 +68,10 @@ def layer_kernels(hw: HwConfig, engine, layer: Layer, batch: int, mr: MethodResu
     gemms = lower(layer, batch)
     run = [ph for ph in PHASES if ph != "agbp" or layer.needs_agbp]
     charge_at = next((ph for ph in run if mr is not None and ph in mr.phases), None)
+    for ph in run:
+        why = unsupported_reason(hw, layer, mr, ph)
+        if why:
+            raise Unsupported(None, ph, why)
     return {ph: engine.simulate_phase(gemms[ph], mr, hw, layer=layer, batch=batch, seed=seed,
                                       charge_method=(ph == charge_at) if mr else None)
             for ph in run}
@@ -74,7 +80,9 @@ def layer_kernels(hw: HwConfig, engine, layer: Layer, batch: int, mr: MethodResu
 def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[HwConfig, object]],
                   seed: int = 0, iteration: int | None = None) -> Iterator[dict]:
     """Per recorded (iteration, layer): shapes, dO statistics, and per method its density, work and
-    per-hardware phase seconds (with the method-overhead share)."""
+    per-hardware phase seconds (with the method-overhead share). A (hardware, method) pair the
+    engine does not model for this layer has its reason in `not_run` instead of seconds; one that
+    ran some phase dense although the method asked for sparsity has the reason in `fallback`."""
     w = trace.workload
     conv_index = {l.name: i for i, l in enumerate(w.convs)}
     need_csr = any(hw.kind == "cpu" for hw, _ in engines)
@@ -90,10 +98,19 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
                                dense_output=False)
             mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
             entry = {"density": res.density, "structure": res.structure,
-                     "work": res.work.as_dict(), "seconds": {}, "overhead": {},
+                     "work": res.work.as_dict(), "seconds": {}, "overhead": {}, "not_run": {},
+                     "fallback": {},
                      **{k: v for k, v in res.extra.items() if k != "work_scaled_by"}}
             for hw, engine in engines:
-                ks = layer_kernels(hw, engine, layer, trace.batch, mr, seed)
+                try:
+                    with warnings.catch_warnings():
+                        # a fallback is the row's `fallback` field, summarized once by the caller
+                        warnings.filterwarnings("ignore", _FALLBACK_WARNING, RuntimeWarning)
+                        ks = layer_kernels(hw, engine, layer, trace.batch, mr, seed)
+                except Unsupported as e:
+                    entry["not_run"][hw.name] = e.message
+                    continue
+                entry["fallback"][hw.name] = fallback_of(ks)
                 entry["seconds"][hw.name] = {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
                 entry["overhead"][hw.name] = sum(k.seconds for kl in ks.values() for k in kl
                                                  if k.kernel.endswith("-overhead"))
@@ -116,10 +133,18 @@ class Totals:
     iterations: set = field(default_factory=set)
     dens: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
     time: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    not_run: dict = field(default_factory=dict)      # (hw, method) -> first reason
+    fallback: dict = field(default_factory=dict)     # (hw, method) -> [layers, first reason]
 
     def add(self, row: dict) -> None:
         self.iterations.add(row["iteration"])
         for label, e in row["methods"].items():
+            for hw, why in e.get("not_run", {}).items():
+                self.not_run.setdefault((hw, label), why)
+            for hw, why in e.get("fallback", {}).items():
+                if why:
+                    fb = self.fallback.setdefault((hw, label), [set(), why])
+                    fb[0].add(row["layer"])
             if row["op"] == "conv":
                 self.dens[label][0] += e["density"]
                 self.dens[label][1] += 1
@@ -153,14 +178,52 @@ class Totals:
                        "method_params": json.dumps(dict(m.params), sort_keys=True),
                        "density": dens.get(m.label), "fwd_s": fwd, "agbp_s": agbp, "wgc_s": wgc,
                        "overhead_s": t["overhead"] / n, "backprop_s": agbp + wgc,
-                       "step_s": fwd + agbp + wgc}
-                if base is not None:
+                       "step_s": fwd + agbp + wgc, "status": "ok", "reason": None,
+                       "fallback": fallback_text(self.fallback.get((hw.name, m.label))),
+                       "backprop_speedup": None, "step_speedup": None}
+                why = self.not_run.get((hw.name, m.label))
+                if why is not None:
+                    # no numbers: a partial sum over the layers the engine did model would pass
+                    # for the network's time
+                    rec.update({k: None for k in ("density", "fwd_s", "agbp_s", "wgc_s",
+                                                  "overhead_s", "backprop_s", "step_s")},
+                               status="not run", reason=why, fallback=None)
+                if self.not_run.get((hw.name, "dense")) is not None:
+                    base = None
+                if base is not None and why is None:
                     bbp = (base["agbp"] + base["wgc"]) / n
                     bstep = bbp + base["fwd"] / n
                     rec["backprop_speedup"] = bbp / rec["backprop_s"] if rec["backprop_s"] else None
                     rec["step_speedup"] = bstep / rec["step_s"] if rec["step_s"] else None
                 out.append(rec)
         return out
+
+
+def fallback_text(fb) -> str | None:
+    """A record's `fallback` field: how many layers ran dense for want of a sparse kernel, and why."""
+    if not fb:
+        return None
+    layers, why = fb
+    return f"{len(layers)} layer(s) dense: {why}"
+
+
+def summary_lines(records: list[dict]) -> list[str]:
+    """One stderr line for the sparse fallbacks and one for the "not run" points (replay, sweep)."""
+    out = []
+    fb = [r for r in records if r.get("fallback")]
+    if fb:
+        reasons = sorted({r["fallback"].split(": ", 1)[1] for r in fb})
+        out.append(f"prunesim: note: {len(fb)} of {len(records)} (hardware, method) points ran some "
+                   f"layers dense for want of a sparse kernel (the `fallback` field), e.g. "
+                   f"{reasons[0]}" + (f" (+{len(reasons) - 1} other reasons)" if len(reasons) > 1
+                                      else ""))
+    nr = [r for r in records if r.get("status") == "not run"]
+    if nr:
+        out.append(f"prunesim: note: {len(nr)} of {len(records)} (hardware, method) points not run "
+                   f"(unsupported combination, stored with its reason): "
+                   + "; ".join(sorted({f"{r['hw']} x {r['method']}" for r in nr})[:4])
+                   + (" ..." if len(nr) > 4 else ""))
+    return out
 
 
 def trace_checksum(trace: Trace) -> str:
@@ -193,9 +256,14 @@ def cmd_replay(args) -> int:
         from sim.results.store import ResultStore
         store = ResultStore(args.db)
     cluster = None
+    for opt in ("gpus", "epochs", "train_samples"):
+        if getattr(args, opt, None) and not getattr(args, "cluster", None):
+            raise ConfigError(None, "--" + opt.replace("_", "-"), "only meaningful with --cluster")
     if getattr(args, "cluster", None):
         from sim.system.cluster import load_cluster
-        cluster = load_cluster(args.cluster)   # validated before any work is done
+        cluster = training_setup(trace, load_cluster(args.cluster), getattr(args, "gpus", None),
+                                 getattr(args, "epochs", None),
+                                 getattr(args, "train_samples", None))  # checked before any work
     w = trace.workload
     prov = trace.provenance
     if not args.json:
@@ -216,42 +284,90 @@ def cmd_replay(args) -> int:
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
-    training = training_report(trace, methods, cluster) if cluster else None
+    training = training_report(trace, methods, *cluster) if cluster else None
     _report(args, trace, engines, totals, rows_out, layer_rows, store, training)
     if training and not args.json:
         print_training(training)
     return 0
 
 
-def training_report(trace: Trace, methods: list[MethodSpec], cluster) -> list[dict]:
+DEFAULT_GPUS = 16   # devices of a training-level estimate unless --gpus says otherwise (the demo's)
+
+
+def trace_training_defaults(trace: Trace) -> dict:
+    """What the trace knows about its own training run: dataset name, training-set size, epochs,
+    per-device batch (None where its provenance does not say)."""
+    prov = trace.provenance or {}
+    ds = prov.get("dataset") if isinstance(prov.get("dataset"), dict) else {}
+    tr = prov.get("training") if isinstance(prov.get("training"), dict) else {}
+    name = ds.get("name") or (prov.get("dataset") if isinstance(prov.get("dataset"), str) else None)
+    return {"dataset": name or trace.workload.dataset, "samples": ds.get("train_samples"),
+            "epochs": tr.get("epochs"), "batch": trace.batch}
+
+
+def system_level_available(run) -> bool:
+    """False when sim.system does not model the method's compute effect (it says so in a note):
+    its time would be dense's, so no ratio is reported for it."""
+    return not any("not wired" in n for n in run.notes)
+
+
+def training_setup(trace: Trace, cluster, gpus: int | None = None, epochs: int | None = None,
+                   samples: int | None = None) -> tuple:
+    """(cluster cut to its devices, epochs, training-set size) of a training-level estimate: the
+    arguments, else the trace's provenance, else the dataset's defaults. Checked before any work."""
+    from sim.system.prunetrain import DATASET_SAMPLES, DEFAULT_EPOCHS
+    d = trace_training_defaults(trace)
+    epochs = epochs or d["epochs"] or DEFAULT_EPOCHS.get(d["dataset"] or "")
+    samples = samples or d["samples"] or DATASET_SAMPLES.get(d["dataset"] or "")
+    for opt, v in (("--epochs", epochs), ("--train-samples", samples)):
+        if v is None:
+            raise ConfigError(trace.path, opt, f"the trace (dataset {d['dataset']!r}) does not "
+                              f"record it and the dataset has no default: give {opt}")
+    return cluster.with_devices(gpus or min(DEFAULT_GPUS, cluster.devices)), int(epochs), int(samples)
+
+
+def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: int,
+                    samples: int) -> list[dict]:
     """The training-level estimate of the trace's workload on a cluster (sim.system), per method:
-    whole-run time and communication at the trace's batch, next to dense."""
-    from sim.system.prunetrain import DEFAULT_EPOCHS, simulate_run
+    whole-run time and communication at the trace's batch, next to dense (see training_setup)."""
+    from sim.system.prunetrain import simulate_run
     w = trace.workload
-    epochs = DEFAULT_EPOCHS.get(w.dataset or "", 1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch)
-                for m in methods}
+        runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch,
+                                      samples=samples) for m in methods}
     _print_warnings(caught)
     dense = runs["dense"]
     return [{"method": label, "cluster": cluster.name, "devices": cluster.devices,
-             "epochs": epochs, "batch_per_device": trace.batch, "train_s": r.train_seconds,
-             "comm_bytes": r.comm_bytes, "comm_s": r.comm_seconds,
-             "time_vs_dense": r.train_seconds / dense.train_seconds, "timing": r.timing_source,
-             "notes": list(r.notes)} for label, r in runs.items()]
+             "epochs": epochs, "train_samples": samples, "batch_per_device": trace.batch,
+             "train_s": r.train_seconds, "comm_bytes_per_device": r.comm_bytes,
+             "comm_s": r.comm_seconds,
+             "speedup_vs_dense": (dense.train_seconds / r.train_seconds
+                                  if system_level_available(r) and r.train_seconds else None),
+             "timing": r.timing_source, "notes": list(r.notes)} for label, r in runs.items()]
+
+
+def system_notes(notes, timing: str) -> list[str]:
+    """sim.system's notes, without the roofline clause when the engine did the timing."""
+    if str(timing).startswith("roofline"):
+        return list(notes)
+    return [n.replace("; roofline fallback: dense", "") for n in notes]
 
 
 def print_training(rows: list[dict]) -> None:
     r0 = rows[0]
     print()
-    print(f"training on {r0['cluster']} ({r0['devices']} devices), {r0['epochs']} epochs at batch "
-          f"{r0['batch_per_device']} per device (sim.system; per-layer times: {r0['timing']}):")
-    print(format_table(["method", "train", "all-reduce", "payload GB", "time x dense"],
+    print(f"training on {r0['cluster']} ({r0['devices']} devices), {r0['epochs']} epochs of "
+          f"{r0['train_samples']} samples at batch {r0['batch_per_device']} per device (sim.system; "
+          f"per-layer times: {r0['timing']}; {SPEEDUP_RULE}; 'not available': the method's "
+          "compute effect is not modeled at system level):")
+    print(format_table(["method", "train", "all-reduce", "payload per device GB", "speedup"],
                        [[r["method"], f"{r['train_s']:.4g} s", f"{r['comm_s']:.4g} s",
-                         f"{r['comm_bytes'] / 1e9:.1f}", f"{r['time_vs_dense']:.3f}"] for r in rows]))
+                         f"{r['comm_bytes_per_device'] / 1e9:.1f}",
+                         f"{r['speedup_vs_dense']:.3f}" if r["speedup_vs_dense"] is not None
+                         else "not available"] for r in rows]))
     for r in rows:
-        for n in r["notes"]:
+        for n in system_notes(r["notes"], r["timing"]):
             print(f"  {r['method']}: {n}")
 
 
@@ -279,9 +395,15 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
         if getattr(args, "layers", False) and engines:
             for m in methods:
                 for hw, _ in engines:
-                    sec = row["methods"][m.label]["seconds"][hw.name]
+                    e = row["methods"][m.label]
+                    sec = e["seconds"].get(hw.name)
+                    if sec is None:   # not run: the engine does not model this combination
+                        layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
+                                           "-", "-", "-", "not run"])
+                        continue
                     layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
-                                       *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES)])
+                                       *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES),
+                                       "dense (fallback)" if e["fallback"].get(hw.name) else ""])
 
 
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
@@ -310,20 +432,19 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=
                        [[k, f"{v:.4f}"] for k, v in totals.mean_density().items()]))
     if layer_rows:
         print()
-        print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us"],
+        print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us",
+                            "status"],
                            layer_rows))
     if engines:
         print()
         print(f"per training iteration at batch {trace.batch} (mean over {len(totals.iterations)} "
-              "captured iterations; FC layers included; speedups over dense on the same hardware):")
-        print(format_table(
-            ["hardware", "method", "FWD ms", "AGBP ms", "WGC ms", "overhead ms", "overhead %",
-             "backprop x", "step x"],
-            [[r["hw"], r["method"], f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}",
-              f"{r['wgc_s'] * 1e3:.3f}", f"{r['overhead_s'] * 1e3:.3f}",
-              f"{100 * r['overhead_s'] / r['step_s']:.1f}" if r["step_s"] else "-",
-              f"{r['backprop_speedup']:.3f}", f"{r['step_speedup']:.3f}"] for r in records]))
+              "captured iterations; FC layers included; the GEMM phases only: BN, ReLU, pooling "
+              "and the optimizer are not timed here; " + SPEEDUP_RULE + "):")
+        print(performance_table(records))
         print("overhead = the methods' own kernels (thresholds, pruning, compression), included in "
-              "the phase they belong to; backprop = AGBP + WGC")
+              "the phase they belong to; backprop = AGBP + WGC; status: \"ok, N layer(s) dense\" = "
+              "the method's sparsity has no kernel there (record field `fallback`)")
+        for line in summary_lines(records):
+            print(line, file=sys.stderr)
     if store is not None:
         print(f"{len(records)} records stored in {args.db}")

@@ -171,6 +171,28 @@ def test_group_failure_keeps_finished_points_and_reports_one_line(tmp_path, cnn2
                  "--db", str(db)]) == 2
 
 
+def test_internal_error_in_one_group_lets_the_others_finish(tmp_path, cnn2_trace, monkeypatch,
+                                                            capsys):
+    real = sw._run_group
+    broken = str(Path(cnn2_trace).resolve())
+
+    def flaky(task):
+        if task["trace"] == broken:
+            raise ValueError("boom")
+        return real(task)
+    monkeypatch.setattr(sw, "_run_group", flaky)
+    db = tmp_path / "r.sqlite"
+    # the failing group comes first: the other one still runs and is stored
+    rc = main(["sweep", "--hw", "a100-sxm4-40gb", "--trace", str(cnn2_trace), "--trace", CNN2,
+               "--method", "dbtd:p=0.99", "--db", str(db), "--jobs", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("prunesim: error: ") and "internal error (ValueError: boom)" in last
+    assert "2 points of the other groups stored" in last
+    assert {r["trace"] for r in api.records(db)} == {str(Path(CNN2).resolve())}
+
+
 # ----------------------------------------------------------------------------------------------
 # Dask
 

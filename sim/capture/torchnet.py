@@ -214,8 +214,11 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
                 raise CaptureError(None, qname, "dilated, non-zero-padded or padding='same' convs "
                                    "are not supported by the workload schema")
             if mod.stride[0] != mod.stride[1] or mod.padding[0] != mod.padding[1]:
-                raise CaptureError(None, qname, f"stride {mod.stride} / padding {mod.padding} differ "
-                                   "per axis; the workload schema needs them equal")
+                raise CaptureError(None, qname, f"kernel {tuple(mod.kernel_size)} with stride "
+                                   f"{tuple(mod.stride)}, padding {tuple(mod.padding)}: the workload "
+                                   "schema has one stride and one pad for both axes, so per-axis "
+                                   "values (as a non-square kernel's 'same' padding needs) cannot "
+                                   "be written; non-square kernels with equal padding are fine")
             r, s = mod.kernel_size
             op = {"name": qname, "op": "conv", "in": src, "out": out_name, "c_out": mod.out_channels,
                   "kernel": r if r == s else [r, s], "stride": mod.stride[0], "pad": mod.padding[0],
@@ -261,4 +264,158 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         if tuple(y.shape[1:]) != want:
             raise CaptureError(wl.origin, layer.name, f"module output {list(y.shape[1:])} differs "
                                f"from the workload's inferred {list(want)}")
+    return wl
+
+
+def write_workload_yaml(model, example_input, path, name: str, *, description: str = "",
+                        dataset: str | None = None) -> Workload:
+    """Write a runnable workload YAML of an ``nn.Module``, one that `prunesim capture` accepts.
+
+    `workload_from_model` sees the layers (by forward hooks) but not the wiring between them, so
+    its workloads declare `tensors:` and cannot be built into a network. Here the model is traced
+    with ``torch.fx`` instead, which also records the adds, pools and flattens: Conv2d (+ a
+    BatchNorm2d that alone reads it) (+ ReLU), Linear (+ ReLU), max/avg pools, adaptive average
+    pooling to 1x1, residual adds (+ ReLU), flatten/view/reshape before a Linear, dropout and
+    identity. Anything else raises CaptureError naming the node: the workload schema cannot
+    express it. The layers are checked against `workload_from_model`'s (which checks them against
+    the module's real outputs). Returns the workload; `path` gets its YAML (safe_dump).
+    """
+    import operator
+    from pathlib import Path
+
+    import yaml
+    torch, nn = _torch()
+    F = torch.nn.functional
+    try:
+        from torch import fx
+        gm = fx.symbolic_trace(model)
+    except Exception as e:  # noqa: BLE001 - fx refuses data-dependent control flow etc.
+        raise CaptureError(None, "model", f"torch.fx cannot trace {type(model).__name__}: "
+                           f"{type(e).__name__}: {e}".splitlines()[0]) from None
+    hooked = workload_from_model(model, example_input, name, description=description,
+                                 dataset=dataset)
+    mods = dict(gm.named_modules())
+    users = {n: list(n.users) for n in gm.graph.nodes}
+    tensor: dict = {}          # fx node -> workload tensor name
+    producer: dict = {}        # workload tensor name -> its op dict (to set bn / relu)
+    ops: list[dict] = []
+
+    def src(node, where):
+        if node not in tensor:
+            raise CaptureError(None, where, f"input {node.name!r} is not a tensor the workload "
+                               "knows (an op the schema cannot express came before)")
+        return tensor[node]
+
+    def new(op, node):
+        op["out"] = op["name"]
+        ops.append(op)
+        tensor[node] = op["out"]
+        producer[op["out"]] = op
+
+    def fuse(node, flag):
+        """bn / relu on the output of the op that alone produced its input: a flag on that op."""
+        t = tensor.get(node.args[0])
+        op = producer.get(t)
+        if op is not None and len(users[node.args[0]]) == 1 and not op.get("relu") and \
+                (flag == "relu" or (op["op"] == "conv" and not op.get("bn"))) and \
+                (flag != "relu" or op["op"] in ("conv", "fc", "add")):
+            op[flag] = True
+            tensor[node] = t
+            return True
+        return False
+
+    def kind_of(node):
+        if node.op == "call_module":
+            return type(mods[node.target])
+        return node.target
+
+    for node in gm.graph.nodes:
+        k = kind_of(node)
+        where = node.target if node.op == "call_module" else node.name
+        if node.op == "placeholder":
+            tensor[node] = "x"
+        elif node.op == "output":
+            continue
+        elif k is nn.Conv2d:
+            m = mods[node.target]
+            r, s = m.kernel_size
+            new({"name": node.target, "op": "conv", "in": src(node.args[0], where),
+                 "c_out": m.out_channels, "kernel": r if r == s else [r, s],
+                 "stride": m.stride[0], "pad": m.padding[0],
+                 "groups": m.groups, "bias": m.bias is not None}, node)
+        elif k is nn.Linear:
+            m = mods[node.target]
+            new({"name": node.target, "op": "fc", "in": src(node.args[0], where),
+                 "c_out": m.out_features, "bias": m.bias is not None}, node)
+        elif k is nn.BatchNorm2d:
+            if not fuse(node, "bn"):
+                raise CaptureError(None, where, "a BatchNorm2d that does not alone follow a conv "
+                                   "cannot be expressed in the workload schema")
+        elif k in (nn.ReLU, F.relu, torch.relu, "relu", "relu_"):
+            if not fuse(node, "relu"):
+                raise CaptureError(None, where, "a ReLU that does not alone follow a conv, fc or "
+                                   "add cannot be expressed in the workload schema")
+        elif k in (nn.MaxPool2d, nn.AvgPool2d, F.max_pool2d, F.avg_pool2d):
+            if node.op == "call_module":
+                m = mods[node.target]
+                kern, stride, pad = m.kernel_size, m.stride, m.padding
+            else:
+                kw = dict(zip(("kernel_size", "stride", "padding"), node.args[1:]), **node.kwargs)
+                kern, stride, pad = kw["kernel_size"], kw.get("stride") or kw["kernel_size"], \
+                    kw.get("padding", 0)
+            one = [v if isinstance(v, int) else v[0] for v in (kern, stride, pad)]
+            if any(not isinstance(v, int) and len(set(v)) > 1 for v in (kern, stride, pad)):
+                raise CaptureError(None, where, "pools with per-axis kernel/stride/padding are "
+                                   "not in the workload schema")
+            kind = "max" if k in (nn.MaxPool2d, F.max_pool2d) else "avg"
+            new({"name": node.name, "op": "pool", "in": src(node.args[0], where), "kind": kind,
+                 "kernel": one[0], "stride": one[1], "pad": one[2]}, node)
+        elif k in (nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d):
+            size = mods[node.target].output_size if node.op == "call_module" else \
+                (node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size"))
+            if size not in (1, (1, 1), [1, 1]):
+                raise CaptureError(None, where, f"adaptive pooling to {size}: only 1x1 (global) "
+                                   "pooling is in the workload schema")
+            new({"name": node.name, "op": "pool", "in": src(node.args[0], where), "kind": "avg",
+                 "global": True}, node)
+        elif k in (operator.add, operator.iadd, torch.add, "add", "add_"):
+            a, b = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+            new({"name": node.name, "op": "add",
+                 "in": [src(a, where), src(b, where)]}, node)
+        elif k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape", nn.Dropout,
+                   nn.Identity, F.dropout):
+            # fc layers flatten their input; dropout and identity change no shape
+            if any(u.op == "call_module" and kind_of(u) is not nn.Linear for u in users[node]) \
+                    and k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape"):
+                raise CaptureError(None, where, "a flatten/view that feeds anything but a Linear "
+                                   "cannot be expressed in the workload schema")
+            tensor[node] = src(node.args[0], where)
+        elif node.op == "get_attr" or (node.op == "call_function" and k is getattr):
+            continue   # e.g. x.size(0) feeding a view: no tensor of the workload
+        elif node.op == "call_method" and k == "size":
+            continue
+        else:
+            raise CaptureError(None, where, f"{node.op} {k!r} cannot be expressed in the workload "
+                               "schema (conv, fc, pool, add, bn, relu, flatten, dropout)")
+    n, c, h, w = example_input.shape
+    doc: dict[str, Any] = {"schema": 1, "name": name,
+                           "description": description or f"derived from {type(model).__name__} "
+                                                         "by prunesim write_workload_yaml",
+                           "source": "sim.capture.torchnet.write_workload_yaml (torch.fx trace)",
+                           **({"dataset": dataset} if dataset else {}),
+                           "input": {"channels": int(c), "height": int(h), "width": int(w)},
+                           "layers": ops}
+    try:
+        wl = workload_from_dict(doc, origin=str(path))
+    except PrunesimError as e:
+        raise CaptureError(e.file, e.field, f"derived workload is invalid: {e.message}") from None
+    geo = lambda l: (l.name, l.op, l.c_in, l.c_out, l.h, l.w, l.p, l.q, l.r, l.s, l.stride,  # noqa: E731
+                     l.pad, l.groups)
+    if [geo(l) for l in wl.layers] != [geo(l) for l in hooked.layers]:
+        bad = next((a[0] for a, b in zip(map(geo, wl.layers), map(geo, hooked.layers)) if a != b),
+                   "layer count")
+        raise CaptureError(str(path), bad, "the traced graph's layers differ from the module's "
+                           "forward pass (workload_from_model); the wiring was not understood")
+    Path(path).write_text(f"# {name}: written by sim.capture.torchnet.write_workload_yaml\n"
+                          + yaml.safe_dump(wl.to_dict(), sort_keys=False), encoding="utf-8")
     return wl

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.errors import PrunesimError
+
 
 @dataclass(frozen=True)
 class KernelResult:
@@ -50,3 +52,47 @@ class KernelResult:
 
 def total_seconds(results: list[KernelResult]) -> float:
     return sum(r.seconds for r in results)
+
+
+class Unsupported(PrunesimError):
+    """A (layer, method, hardware) combination the engine does not model.
+
+    Not bad input: a replay or sweep records the point as "not run" with this reason and goes on
+    with the others; a command that simulates one layer (`prunesim layer`) reports it as an error.
+    """
+
+
+def unsupported_reason(hw, layer, method_result, phase: str) -> str | None:
+    """Why an engine cannot model this phase, for limits known before it runs; None if it can.
+
+    Engines that find a limit while running raise `Unsupported` themselves (the patch engine); this
+    holds the limits of engines that signal them otherwise: the CPU engine has Ye et al.'s sparse
+    path for ungrouped convs only (sim/engines/cpu.py raises a bare ValueError there).
+    """
+    mr = method_result
+    if mr is None or layer is None or phase not in getattr(mr, "phases", ()):
+        return None
+    if hw.kind == "cpu" and layer.op == "conv" and layer.groups > 1 and mr.structure == "csr" \
+            and phase in ("agbp", "wgc"):
+        return (f"layer {layer.name}: {mr.method} on {hw.name}: the CPU engine's sparse (CSR) path "
+                f"models ungrouped convs only (groups={layer.groups})")
+    return None
+
+
+def fallback_of(kernels) -> str | None:
+    """Why a phase's kernels ran dense although the method asked for sparsity, or None.
+
+    kernels: a list of KernelResult, or a {phase: [KernelResult]} dict. The engines put the reason
+    in `details`: `sparse_fallback` (no sparse tensor cores for the pattern), `fallback` (a
+    structure the tensor cores cannot skip), or a `note` that says the phase was modeled dense
+    (the CPU engine on a structure it has no kernel for).
+    """
+    ks = [k for kl in kernels.values() for k in kl] if isinstance(kernels, dict) else kernels
+    for k in ks:
+        d = k.details
+        why = d.get("sparse_fallback") or d.get("fallback")
+        if not why and "modeled dense" in str(d.get("note", "")):
+            why = d["note"]
+        if why:
+            return str(why)
+    return None

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engines.base import KernelResult
+from sim.engines.base import KernelResult, Unsupported
 from sim.engines.patch_kernels import lru_hits
 from sim.engines.tensorcore import DTYPE_BYTES, gpu_spec, stream_kernel
 from sim.errors import ConfigError
@@ -305,7 +305,8 @@ def simulate_phase(gemm, method_result, hw: HwConfig, *, layer=None, batch: int 
     if layer is None:
         raise ConfigError(None, "layer", f"{gemm.layer}: the patch engine needs the layer geometry")
     if layer.op != "conv" or layer.groups != 1:
-        raise ConfigError(None, "layer", f"{layer.name}: approx WGC is modeled for ungrouped convs")
+        raise Unsupported(None, "layer", f"{layer.name}: approx WGC is modeled for ungrouped convs "
+                          f"(this layer: {layer.op}, groups={layer.groups})")
     n = batch if batch is not None else gemm.k // max(1, layer.p * layer.q)
     positions, src = positions_for(layer, n, mr, seed)
     memset = _retag(stream_kernel(hw, "zero-dW", read_bytes=0,

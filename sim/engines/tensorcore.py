@@ -289,7 +289,8 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
             rm = min(tm, max(1, region // rn))
         dram_rd = a_u * -(-tn // rn) + b_u * -(-tm // rm)
     dram_rd = min(dram_rd, requested)
-    hit = 1.0 - dram_rd / requested
+    # an empty operand (K = 0, a zero-width layer) requests nothing: nothing misses either
+    hit = 1.0 - dram_rd / requested if requested > 0 else 1.0
     c_eb = 4 if split > 1 else eb       # split-K writes fp32 partial sums
     c_bytes = bm * bn * c_eb
     mem_lat = hit * s.l2_lat + (1.0 - hit) * s.dram_lat
@@ -428,6 +429,17 @@ def simulate_gemm(hw: HwConfig, m: int, n: int, k: int, *, groups: int = 1, dtyp
             sparse = (nn, mm)
         sp, fallback = resolve_sparse(s, dtype, *sparse, where=f"{layer} {phase}: " if layer else "")
     g = GemmShape(int(m), int(n), int(k), int(groups), dtype, sp, a_unique, b_unique, c_out)
+    if g.m * g.n * g.groups == 0 or g.k == 0:
+        # an empty GEMM (a layer pruned to zero width): no blocks; K = 0 still zeroes C, which
+        # BLAS libraries do with one streaming pass
+        c_elems = g.m * g.n * g.groups if c_out is None else c_out
+        if c_elems == 0:
+            return KernelResult(ENGINE, s.name, layer, phase, kernel, 0.0, s.clock, 0, {}, {},
+                                {"note": "empty GEMM: nothing to compute", "m": g.m, "n": g.n,
+                                 "k": g.k, "groups": g.groups, "dtype": dtype})
+        kr = stream_kernel(hw, kernel, read_bytes=0, write_bytes=c_elems * DTYPE_BYTES[dtype],
+                           layer=layer, phase=phase, details={"note": "K = 0: C zeroed"})
+        return kr
     res = _gemm_cached(s, g)
     dense_flops = 2 * g.m * g.n * g.k * g.groups
     flops = int(round(dense_flops * sp[0] / sp[1])) if sp else dense_flops
@@ -460,6 +472,40 @@ def stream_kernel(hw: HwConfig, kernel: str, *, read_bytes: float, write_bytes: 
 
 # ----------------------------------------------------------------------------------------------
 # One layer phase with a method
+
+
+def direct_grouped_conv(hw: HwConfig, gemm, dtype: str) -> KernelResult:
+    """A grouped or depthwise conv phase as one direct kernel on the CUDA cores.
+
+    cuDNN runs depthwise convs (and grouped convs too thin for tensor-core tiles) with direct
+    kernels: each thread block loads an input tile with its halo into shared memory once and
+    computes every output of its channels from it, so the kernel moves the compulsory bytes
+    (input, weights and output once: the GEMM's operand tensors, not the im2col expansion) and
+    does the FMAs on the CUDA cores. Modeled as a streaming kernel: launch + max(bytes / DRAM
+    bandwidth, FMAs / CUDA-core rate) + one DRAM latency; it is memory-bound whenever the
+    group's R*S*(C/g) FMAs per output are fewer than the GPU's FMA-per-byte balance. WGC's
+    reduction over the batch and positions is taken as fused (partial sums in shared memory).
+    """
+    eb = DTYPE_BYTES[dtype]
+    fmas = gemm.m * gemm.n * gemm.k * gemm.groups
+    kr = stream_kernel(hw, "direct-conv", read_bytes=(gemm.a_elems + gemm.b_elems) * eb,
+                       write_bytes=gemm.c_elems * eb, ops=fmas, layer=gemm.layer, phase=gemm.phase,
+                       category="memory",
+                       details={"algorithm": "direct (grouped/depthwise) kernel, CUDA cores",
+                                "groups": gemm.groups, "dtype": dtype,
+                                "dense_equivalent_flops": 2 * fmas})
+    bd = dict(kr.breakdown)
+    if kr.details["bound"] == "alu":
+        bd["math"] = bd.pop("memory")
+    return KernelResult(ENGINE, kr.hw, kr.layer, kr.phase, kr.kernel, kr.cycles, kr.clock_hz,
+                        2 * fmas, bd, kr.bytes, kr.details)
+
+
+def _col2im_seconds(hw: HwConfig, gemm, dtype: str) -> float:
+    eb = DTYPE_BYTES[dtype]
+    c_out = gemm.m * gemm.n * gemm.groups
+    return stream_kernel(hw, "col2im", read_bytes=c_out * eb, write_bytes=gemm.c_elems * eb,
+                         ops=c_out).seconds
 
 
 def _first_phase(phases) -> str | None:
@@ -513,10 +559,25 @@ def simulate_phase(gemm, method_result=None, hw: HwConfig = None, *, dtype: str 
         kr = simulate_gemm(hw, gemm.m, gemm.n, gemm.k, groups=gemm.groups, dtype=dtype,
                            sparse=sparse, a_unique=gemm.a_elems, b_unique=gemm.b_elems,
                            c_out=c_out, **common)
+        direct = None
+        if gemm.groups > 1 and sparse is None:
+            # grouped / depthwise convs: the faster of the grouped GEMM and a direct kernel, as
+            # cuDNN's heuristics pick one algorithm per call
+            direct = direct_grouped_conv(hw, gemm, dtype)
+            gemm_s = kr.seconds + (_col2im_seconds(hw, gemm, dtype) if gemm.form == "scatter"
+                                   else 0.0)
+            if direct.seconds < gemm_s:
+                direct.details["rejected"] = f"grouped GEMM {gemm_s * 1e6:.2f} us"
+                kr = direct
+            else:
+                kr.details["algorithm"] = "grouped GEMM"
+                kr.details["rejected"] = f"direct kernel {direct.seconds * 1e6:.2f} us"
+                direct = None
         if note:
             kr.details["note"] = note
+            kr.details["fallback"] = note
         out.append(kr)
-        if gemm.form == "scatter":
+        if gemm.form == "scatter" and direct is None:
             # col2im: read the im2col-space product, accumulate overlapping windows into dI
             out.append(stream_kernel(hw, "col2im", read_bytes=c_out * eb,
                                      write_bytes=gemm.c_elems * eb, ops=c_out, **common))

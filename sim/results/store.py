@@ -197,12 +197,20 @@ class ResultStore:
 # Export
 
 
+# Every export has these columns, even when the records predate them or none is set: whether a
+# point ran ("ok" / "not run"), why not, and why some of its layers ran dense (sim.replay).
+STATUS_COLUMNS = ("status", "reason", "fallback")
+
+
 def columns(records: list[dict]) -> list[str]:
-    """`key` first, then every field in the order first seen (records may differ in fields)."""
+    """`key` first, then every field in the order first seen (records may differ in fields), then
+    any of STATUS_COLUMNS not seen."""
     cols = {"key": None}
     for r in records:
         for k in r:
             cols.setdefault(k, None)
+    for k in STATUS_COLUMNS:
+        cols.setdefault(k, None)
     return list(cols)
 
 

@@ -259,6 +259,10 @@ def run_group(task: dict) -> dict:
     except PrunesimError as e:
         return {"error": {"type": type(e).__name__, "file": e.file, "field": e.field,
                           "message": e.message}}
+    except Exception as e:  # noqa: BLE001 - a bug in one group must not cost the other groups
+        return {"error": {"type": "InternalError", "file": task.get("trace"), "field": None,
+                          "message": f"internal error ({type(e).__name__}: {e}) in the group of "
+                                     + ", ".join(h.name for h in task.get("hw", []))}}
 
 
 def _run_group(task: dict) -> list[dict]:
@@ -276,6 +280,7 @@ def _run_group(task: dict) -> list[dict]:
     # per (hw, method, layer): sums over captured iterations of phase seconds, overhead, density
     lay: dict = defaultdict(lambda: defaultdict(float))
     meta: dict[str, dict] = {}
+    fb_lay: dict = {}
     for row in replay_layers(trace, methods, engines, seed):
         totals.add(row)
         meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
@@ -287,6 +292,9 @@ def _run_group(task: dict) -> list[dict]:
                 acc["overhead"] += e["overhead"][hw_name]
                 for ph, v in sec.items():
                     acc[ph] += v
+                why = e.get("fallback", {}).get(hw_name)
+                if why:
+                    fb_lay.setdefault((hw_name, label, row["layer"]), why)
     order = {l.name: i for i, l in enumerate(trace.workload.layers)}
     out = []
     for rec in totals.records():
@@ -295,7 +303,8 @@ def _run_group(task: dict) -> list[dict]:
         rec["hw_path"] = next(h.path for h in task["hw"] if h.name == rec["hw"])
         rec["hw_overrides"] = json.dumps(task["overrides"].get(rec["hw"], {}), sort_keys=True)
         layers = []
-        for name in sorted(meta, key=order.__getitem__):
+        # a "not run" point has no per-layer numbers (the engine did not model all of them)
+        for name in sorted(meta, key=order.__getitem__) if rec["status"] == "ok" else ():
             acc = lay.get((rec["hw"], rec["method"], name))
             if not acc:
                 continue
@@ -306,7 +315,8 @@ def _run_group(task: dict) -> list[dict]:
                            "layer": name, "layer_index": order[name], **meta[name],
                            "iterations": int(n), "density": acc["density"] / n,
                            "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
-                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n})
+                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n,
+                           "fallback": fb_lay.get((rec["hw"], rec["method"], name))})
         out.append({"record": rec, "layers": layers})
     return out
 
@@ -444,12 +454,13 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
             f"method(s) = {res.points} points; {n_skip} already stored, {n_run} to run in "
             f"{len(tasks)} group(s) on " + (f"Dask at {scheduler}" if scheduler else
                                               f"{min(workers, max(1, len(tasks)))} local worker(s)"))
-        first_error = None
+        first_error, n_failed = None, 0
         results = _run_dask(tasks, scheduler) if scheduler else _run_local(tasks, workers)
         with Progress(n_run, "sweep", "points", force=progress) as bar:
             try:
                 for out in results:
                     if "error" in out:
+                        n_failed += 1
                         first_error = first_error or out["error"]
                         bar.write(f"group failed: {_error_text(out['error'])}")
                         continue
@@ -471,8 +482,9 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
         if first_error is not None:
             e = first_error
             cls = {c.__name__: c for c in (ConfigError, TraceError)}.get(e["type"], PrunesimError)
-            raise cls(e["file"], e["field"], e["message"] + f" ({res.stored} points stored before "
-                      "stopping; rerun to resume)")
+            more = f"; {n_failed - 1} other group(s) failed too" if n_failed > 1 else ""
+            raise cls(e["file"], e["field"], e["message"] + f" ({res.stored} points of the other "
+                      f"groups stored{more}; a rerun runs only the missing points)")
     finally:
         if own_store:
             st.close()
@@ -497,7 +509,18 @@ def cmd_sweep(args) -> int:
         raise
     if args.json:
         print(json.dumps(res.as_dict(), indent=1))
-    else:
-        print(f"{res.stored} new point(s) stored in {args.db} ({res.skipped} already there, "
-              f"{res.points} in the sweep)")
+        return 0
+    from analysis.tables import SPEEDUP_RULE, performance_table
+    from sim.replay import summary_lines
+    with ResultStore(args.db, create=False) as st:
+        wanted = set(res.keys or ())
+        recs = [r for r in st.records("network") if r["key"] in wanted]
+    recs.sort(key=lambda r: (r["workload"], r["hw"], r["method_id"] != "dense", r["method"]))
+    print(f"per training iteration, mean over each trace's captured iterations (GEMM phases only; "
+          f"{SPEEDUP_RULE}):")
+    print(performance_table(recs, workload=True))
+    for line in summary_lines(recs):
+        print(line, file=sys.stderr)
+    print(f"{res.stored} new point(s) stored in {args.db} ({res.skipped} already there, "
+          f"{res.points} in the sweep)")
     return 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 
 from sim.errors import ConfigError
@@ -11,13 +12,28 @@ def _fmt_s(s: float) -> str:
     return f"{s / 3600:.2f} h" if s >= 3600 else f"{s:.1f} s"
 
 
+def _workload_and_defaults(name: str):
+    """The workload, and what a trace directory's provenance says of its training (dataset,
+    training-set size, epochs, batch); a zoo name or workload YAML says nothing more."""
+    from pathlib import Path
+
+    from sim.workload import load_workload
+    if (Path(name) / "manifest.json").is_file():
+        from sim.replay import trace_training_defaults
+        from sim.traces.format import open_trace
+        tr = open_trace(name)
+        return tr.workload, trace_training_defaults(tr)
+    return load_workload(name), {}
+
+
 def build_runs(args):
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, load_trajectory,
+    from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
+                                       load_trajectory,
                                        parametric_trajectory, parse_model_spec, simulate_run)
     from sim.workload import load_workload
-    w = load_workload(args.workload)
+    w, d = _workload_and_defaults(args.workload)
     cl = load_cluster(args.cluster)
     if args.hw:
         cl = replace(cl, device=replace(cl.device, hwconfig=args.hw))
@@ -27,12 +43,15 @@ def build_runs(args):
         spec = parse_method(args.method)
     except ValueError as e:
         raise ConfigError(None, "--method", str(e)) from None
-    ds = w.dataset or ""
-    epochs = args.epochs or DEFAULT_EPOCHS.get(ds)
-    batch = args.batch or DEFAULT_BATCH.get(ds)
-    if epochs is None or batch is None:
-        raise ConfigError(w.origin, "dataset", f"no default epochs/batch for dataset {ds!r}: "
-                          "give --epochs and --batch")
+    ds = d.get("dataset") or w.dataset or ""
+    epochs = args.epochs or d.get("epochs") or DEFAULT_EPOCHS.get(ds)
+    batch = args.batch or d.get("batch") or DEFAULT_BATCH.get(ds)
+    samples = getattr(args, "train_samples", None) or d.get("samples") or DATASET_SAMPLES.get(ds)
+    for opt, v in (("--epochs", epochs), ("--batch", batch), ("--train-samples", samples)):
+        if v is None:
+            raise ConfigError(w.origin, "dataset", f"no default for dataset {ds!r}: give {opt}"
+                              + ("" if d else " (or a trace directory as --workload: its "
+                                 "provenance records the training it ran)"))
     traj, dyn = None, None
     if spec.id == "prunetrain":
         t = args.trajectory
@@ -44,9 +63,26 @@ def build_runs(args):
         dyn = "device"
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
-    run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn)
-    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
+    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples)
+    if dyn == "device":
+        from sim.system.batch_split import prunetrain_split
+        args.prunetrain_split = prunetrain_split(
+            w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
+            max_global_batch=getattr(args, "max_global_batch", None), dense=dense)
+        return w, cl, spec, args.prunetrain_split["run"], dense
+    if getattr(args, "max_global_batch", None):
+        raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
+                          "(its dynamic mini-batch)")
+    run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn,
+                       samples=samples)
     return w, cl, spec, run, dense
+
+
+def _speedup(run, dense) -> float | None:
+    from sim.replay import system_level_available
+    if not system_level_available(run) or not run.train_seconds:
+        return None
+    return dense.train_seconds / run.train_seconds
 
 
 def cmd_train(args) -> int:
@@ -60,15 +96,20 @@ def cmd_train(args) -> int:
         tta = tta_report([e.seconds for e in run.epochs], [e.seconds for e in dense.epochs],
                          load_curves(args.accuracy), spec.label, args.target)
     fallback = run.timing_source.startswith("roofline")
+    split = getattr(args, "prunetrain_split", None)
+    split_json = {k: v for k, v in split.items() if k != "run"} if split else None
     if args.json:
         out = {"workload": w.name, "cluster": cl.name, "devices": cl.devices,
                "dimensions": [{"name": d.name, "devices": d.devices, "link": d.link}
                               for d in cl.dimensions],
                "timing_source": run.timing_source, "timing_fallback": fallback,
                "method": run.to_json(), "dense": dense.to_json(),
-               "ratios": {"train_seconds": run.train_seconds / dense.train_seconds,
-                          "comm_bytes": (run.comm_bytes / dense.comm_bytes) if dense.comm_bytes else None},
-               "tta": tta}
+               "epochs": len(run.epochs),
+               # speedup: dense / method (> 1 faster); None where the method is not modeled here
+               "speedup": _speedup(run, dense),
+               "comm_bytes_vs_dense": (run.comm_bytes / dense.comm_bytes) if dense.comm_bytes
+               else None,
+               "tta": tta, "prunetrain_split": split_json}
         print(json.dumps(out, indent=1))
         return 0
     print(f"{w.name} on {cl.name}: {cl.devices} devices ("
@@ -79,8 +120,9 @@ def cmd_train(args) -> int:
     for r in (run, dense):
         e0 = r.epochs[0]
         batches = sorted({e.batch for e in r.epochs})
-        print(f"\n{r.method}: train {_fmt_s(r.train_seconds)}, communication "
-              f"{r.comm_bytes / 1e12:.3f} TB payload in {_fmt_s(r.comm_seconds)} "
+        print(f"\n{r.method}: train {_fmt_s(r.train_seconds)} over {len(r.epochs)} epochs, "
+              f"all-reduce payload {r.comm_bytes / 1e12:.3f} TB per device in "
+              f"{_fmt_s(r.comm_seconds)} "
               f"(exposed {_fmt_s(sum(e.exposed_comm_seconds for e in r.epochs))})")
         print(f"  epoch 0: batch {e0.batch}/device, {e0.iterations} iterations, iteration "
               f"{e0.iteration.seconds * 1e3:.2f} ms (compute {e0.iteration.compute_seconds * 1e3:.2f}, "
@@ -94,11 +136,22 @@ def cmd_train(args) -> int:
             print(f"  zero approximation: WGC and all-reduce skipped for "
                   f"{e0.iteration.skipped_bytes / 1e6:.2f} MB of gradients on the first batch of "
                   "the schedule period")
-        for n in r.notes:
+        from sim.replay import system_notes
+        for n in system_notes(r.notes, r.timing_source):
             print(f"  note: {n}")
-    print(f"\n{run.method} vs dense: time x{run.train_seconds / dense.train_seconds:.3f}"
-          + (f", communication bytes x{run.comm_bytes / dense.comm_bytes:.3f}" if dense.comm_bytes
-             else ""))
+    sp = _speedup(run, dense)
+    print(f"\n{run.method} vs dense: speedup (dense time / method time, > 1 faster) "
+          + (f"{sp:.3f}" if sp is not None else "not available (compute effect not modeled at "
+             "system level)")
+          + (f"; communication bytes {run.comm_bytes / dense.comm_bytes:.3f} of dense's"
+             if dense.comm_bytes else ""))
+    if split:
+        f = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
+        print(f"  split: pruning alone {f(split['pruning_alone'])} (dense's batch), batch growth "
+              f"on top {f(split['batch_growth'])}, together {f(split['together'])}; growth capped "
+              f"at a global batch of {split['max_global_batch']} (--max-global-batch)")
+        for m in split["warnings"]:
+            print(f"prunesim: warning: {m}", file=sys.stderr)
     if tta:
         for k in ("method", "dense"):
             t = tta[k]
