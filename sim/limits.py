@@ -46,7 +46,7 @@ RANGES: dict[str, Range] = {
     "layers": Range(1, 10_000, "ops", "ops in one workload"),
     "gemm_dim": Range(1, 2 ** 31, "elements", "M, N or K of one GEMM (CUDA grid and BLAS int "
                       "limits)"),
-    "epochs": Range(1, 100_000, "epochs", "training epochs"),
+    "epochs": Range(1, 10_000, "epochs", "training epochs (published schedules: <= 1,000)"),
     "iterations": Range(1, 100_000, "iterations", "iterations of a synthetic trace"),
     "iteration_index": Range(0, 2 ** 40, "", "an iteration number in a trace"),
     "devices": Range(1, 2 ** 20, "devices", "devices of a cluster (per dimension and in all); the "
@@ -65,7 +65,7 @@ HW_DIMENSION_MAX: dict[str, tuple[float, str]] = {
     "size": (1e15, "1 PB"),
     "bandwidth": (1e15, "1 PB/s"),
     "time": (1e3, "1000 s"),
-    "cycles": (1e9, "1e9 cycles"),
+    "cycles": (1e5, "100,000 cycles"),
     "bytes_per_cycle": (1e9, "1e9 B/clk"),
     "ops_per_cycle": (1e9, "1e9 op/clk"),
     "throughput": (1e21, "1 ZFLOPS"),

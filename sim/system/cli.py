@@ -11,6 +11,38 @@ def _fmt_s(s: float) -> str:
     return f"{s / 3600:.2f} h" if s >= 3600 else f"{s:.1f} s"
 
 
+def _check_inputs(args, w, cl, epochs: int, batch: int) -> None:
+    """Refuse before any work: a device hwconfig that does not load (unless --roofline asks for the
+    fallback), a --batch the device memory cannot hold, epochs x iterations above the budget."""
+    import math
+
+    from sim.errors import PrunesimError
+    from sim.hwconfig import load_hwconfig
+    from sim.limits import check_budget
+    from sim.system.memory import footprint
+    from sim.system.prunetrain import DATASET_SAMPLES
+    if not getattr(args, "roofline", False):
+        try:
+            load_hwconfig(cl.device.hwconfig)
+        except PrunesimError as e:
+            where = (None, "--hw") if args.hw else (cl.path, "device.hwconfig")
+            raise ConfigError(*where, f"device hwconfig {cl.device.hwconfig!r} does not load "
+                              f"({e}); --roofline times layers with the roofline model instead") \
+                from None
+    if args.batch:
+        need = footprint(w, batch, int(cl.training.activation_bytes.value),
+                         int(cl.device.reserved.value)).total
+        if need > cl.device.memory.value:
+            raise ConfigError(None, "--batch", f"batch {batch} of {w.name} needs {need / 1e9:,.1f} GB "
+                              f"per device by the memory model; {cl.name}'s device has "
+                              f"{cl.device.memory.value / 1e9:g} GB")
+    samples = DATASET_SAMPLES.get(w.dataset or "")
+    if samples:
+        its = epochs * math.ceil(samples / (batch * cl.devices))
+        check_budget("train_iterations", its, None, "--epochs", yes_large=getattr(args, "yes_large", False),
+                     what=f"{epochs} epochs x {math.ceil(samples / (batch * cl.devices))} iterations")
+
+
 def build_runs(args):
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
@@ -33,6 +65,7 @@ def build_runs(args):
     if epochs is None or batch is None:
         raise ConfigError(w.origin, "dataset", f"no default epochs/batch for dataset {ds!r}: "
                           "give --epochs and --batch")
+    _check_inputs(args, w, cl, epochs, batch)
     traj, dyn = None, None
     if spec.id == "prunetrain":
         t = args.trajectory
@@ -44,8 +77,10 @@ def build_runs(args):
         dyn = "device"
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
-    run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn)
-    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
+    engine = "roofline" if getattr(args, "roofline", False) else "auto"
+    run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn,
+                       engine=engine)
+    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, engine=engine)
     return w, cl, spec, run, dense
 
 

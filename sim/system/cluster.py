@@ -32,6 +32,7 @@ from typing import Any
 
 from sim.errors import ConfigError
 from sim.hwconfig import Quantity, parse_quantity
+from sim.limits import check_range
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -193,12 +194,15 @@ def cluster_from_dict(doc: Any, file: str = "<cluster>") -> Cluster:
         n = d["devices"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(file, f + ".devices", f"expected a positive integer, got {n!r}")
+        check_range("devices", n, file, f + ".devices", ConfigError)
         if not isinstance(d["link"], str) or not d["link"]:
             raise ConfigError(file, f + ".link", "expected the link's name (e.g. NVLink3)")
         dims.append(Dimension(d["name"], d["topology"], n, d["link"], d["collective"],
                               _param(d["bandwidth"], "bandwidth", file, f + ".bandwidth"),
                               _param(d["latency"], "time", file, f + ".latency")))
-    return Cluster(doc["name"], str(doc.get("description", "")), device, training, tuple(dims), file)
+    cl = Cluster(doc["name"], str(doc.get("description", "")), device, training, tuple(dims), file)
+    check_range("devices", cl.devices, file, "dimensions", ConfigError)  # their product
+    return cl
 
 
 def _zoo_dir() -> Path:
