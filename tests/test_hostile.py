@@ -416,3 +416,13 @@ def test_read_only_package_sets_a_user_numba_cache(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [str(tmp_path / "xdg" / "prunesim" / "numba"), "False"]
+
+
+@pytest.mark.slow
+def test_deep_fuzz_profile(tmp_path):
+    """The deep profile: every property of tests/test_fuzz_inputs.py at up to 2,000 cases."""
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "fuzz-long", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "test_fuzz_inputs.py")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stdout[-3000:]

@@ -58,6 +58,10 @@ CREATE INDEX IF NOT EXISTS records_kind_point ON records (kind, point);
 """
 
 
+_RECORD_COLUMNS = ["key", "kind", "point", "hw", "workload", "method", "seed", "prunesim", "created",
+                   "record"]
+
+
 class StoreError(PrunesimError):
     """A result store cannot be opened, read or exported."""
 
@@ -136,8 +140,9 @@ class ResultStore:
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'view', 'index', 'trigger')")}
         if app == 0 and not tables:
             return
-        legacy = app == 0 and {"meta", "records"} <= tables and self.db.execute(
-            "SELECT 1 FROM meta WHERE name='schema'").fetchone() is not None
+        legacy = app == 0 and {"meta", "records"} <= tables and \
+            [r[1] for r in self.db.execute("PRAGMA table_info(records)")] == _RECORD_COLUMNS and \
+            self.db.execute("SELECT 1 FROM meta WHERE name='schema'").fetchone() is not None
         if not legacy:
             what = f"application_id {app:#x}" if app else f"tables {', '.join(sorted(tables))}"
             raise StoreError(p, None, f"a SQLite file that is not a prunesim result store ({what}); "
