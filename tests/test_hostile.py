@@ -426,3 +426,12 @@ def test_deep_fuzz_profile(tmp_path):
                         str(ROOT / "tests" / "test_fuzz_inputs.py")], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_limits_table_matches_the_doc():
+    from sim.limits import BUDGETS, RANGES, _fmt
+    doc = (ROOT / "docs" / "hardening.md").read_text()
+    for k, r in RANGES.items():
+        assert f"| `{k}` | {_fmt(r.lo)} .. {_fmt(r.hi)} |" in doc, k
+    for k in BUDGETS:
+        assert f"| `{k}` |" in doc, k
