@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--subsample", type=_ranged("batch"), default=None,
                    help="record only the first S samples of each batch (the scale follows --batch)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
-    p.add_argument("--yes-large", action="store_true", help="run work above a budget of sim/limits.py (docs/hardening.md)")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     _handler(p, "sim.traces.synth:cmd_synth")
 
     # --- capture -------------------------------------------------------------------------------
@@ -200,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU: take dO from this trace's first iteration (default: synthetic dO)")
     p.add_argument("--samples", type=_ranged("samples"), default=None,
                    help="CPU: synthetic dO samples standing for the batch (default 2)")
-    p.add_argument("--yes-large", action="store_true", help="run work above a budget of sim/limits.py (docs/hardening.md)")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_layer")
 
@@ -231,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time layers with the roofline model of the cluster's device (peak_math, "
                         "mem_bandwidth) instead of the cycle-level engine; without it a device "
                         "hwconfig that does not load is an error")
-    p.add_argument("--yes-large", action="store_true", help="run work above a budget of sim/limits.py (docs/hardening.md)")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.system.cli:cmd_train")
 
@@ -273,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", default=None,
                    help="fitted statistics YAML for workloads (default: the ones shipped)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.add_argument("--yes-large", action="store_true", help="run work above a budget of sim/limits.py (docs/hardening.md)")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     _handler(p, "sim.results.sweep:cmd_sweep")
     p = sub.add_parser("export", help="export a result store to CSV (or Parquet)")
     p.add_argument("db", help="result store (SQLite)")

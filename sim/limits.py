@@ -6,7 +6,7 @@ that depends on several of them (a trace's bytes, a sweep's points, a layer's mu
 estimated and checked against `BUDGETS`. A hard range is a physical bound (nothing real is that
 large, or a number beyond it can no longer be computed exactly); a budget marked `soft` is only
 a guard against a typo costing hours or the disk, and `--yes-large` lifts it. docs/hardening.md
-renders both tables; tests/test_limits.py checks that the doc and these tables agree.
+renders both tables; tests/test_hostile.py checks that the doc and these tables agree.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ EXACT = 2 ** 53
 
 RANGES: dict[str, Range] = {
     "batch": Range(1, 2 ** 20, "samples", "mini-batch per device; the largest published is 65,536"),
-    "channels": Range(1, 2 ** 20, "channels", "c_in/c_out/classes of one layer; real nets: <= 65,536"),
+    "channels": Range(1, 2 ** 20, "channels", "c_in/c_out/classes of one layer; real nets: <= "
+                      "65,536"),
     "spatial": Range(1, 2 ** 16, "pixels", "height/width of one feature map"),
     "kernel": Range(1, 1024, "pixels", "conv/pool kernel side"),
     "stride": Range(1, 1024, "pixels", "conv/pool stride"),
@@ -110,7 +111,7 @@ def _fmt(v: float) -> str:
 def fmt_bytes(n: float) -> str:
     for unit, f in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if n >= f:
-            return f"{n / f:.3g} {unit}" if n / f < 1e6 else f"{n / f:.3g} {unit}"
+            return f"{n / f:.3g} {unit}"
     return f"{int(n)} B"
 
 

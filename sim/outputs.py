@@ -23,7 +23,8 @@ def check_output(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike]
         st = os.stat(p)
     except FileNotFoundError:
         if p.is_symlink():
-            raise OutputError(p, field, "is a dangling symbolic link; refusing to replace it") from None
+            raise OutputError(p, field, "is a dangling symbolic link; refusing to replace "
+                              "it") from None
         return p
     except OSError as e:
         raise OutputError(p, field, f"cannot inspect: {e}") from None

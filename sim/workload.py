@@ -332,7 +332,8 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
     if not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
         raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W}")
     shapes: dict[str, tuple[int, int, int]] = {
-        "x": (_int(inp["channels"], file, "input.channels", rng="channels"), _int(inp["height"], file, "input.height", rng="spatial"),
+        "x": (_int(inp["channels"], file, "input.channels", rng="channels"),
+              _int(inp["height"], file, "input.height", rng="spatial"),
               _int(inp["width"], file, "input.width", rng="spatial"))}
     declared = doc.get("tensors") or {}
     if not isinstance(declared, dict):
@@ -475,7 +476,8 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
                     dataset=str(dataset) if dataset is not None else None,
                     input_shape=shapes["x"], ops=tuple(clean_ops), layers=tuple(layers),
                     origin=origin, notes=str(doc.get("notes", "")),
-                    classes=_int(doc["classes"], file, "classes", rng="channels") if "classes" in doc else None)
+                    classes=(_int(doc["classes"], file, "classes", rng="channels")
+                             if "classes" in doc else None))
 
 
 def _zoo_dirs() -> list[Path]:

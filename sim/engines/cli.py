@@ -60,13 +60,15 @@ def _check_layer_work(args, hw) -> None:
         return
     for l in wl.layers:
         lower(l, batch)
-    if hw.kind != "cpu" or not any(m != "dense" for m in args.method) or getattr(args, "trace", None):
+    if hw.kind != "cpu" or getattr(args, "trace", None) or \
+            not any(m != "dense" for m in args.method):
         return
     samples = min(batch, getattr(args, "samples", None) or 2)
     elems = [samples * l.c_out * l.p * l.q for l in wl.layers]
     # the engine holds dO of every layer, and a method's pruned copy and CSR of the largest
     est = 4 * (sum(elems) + 3 * max(elems))
-    check_budget("cpu_layer_bytes", est, None, "--samples/--batch", yes_large=getattr(args, "yes_large", False),
+    check_budget("cpu_layer_bytes", est, None, "--samples/--batch",
+                 yes_large=getattr(args, "yes_large", False),
                  what=f"synthetic dO of {wl.name} ({samples} samples)")
     avail = available_memory()
     if avail is not None and est > avail:

@@ -38,9 +38,10 @@ def _check_inputs(args, w, cl, epochs: int, batch: int) -> None:
                               f"{cl.device.memory.value / 1e9:g} GB")
     samples = DATASET_SAMPLES.get(w.dataset or "")
     if samples:
-        its = epochs * math.ceil(samples / (batch * cl.devices))
-        check_budget("train_iterations", its, None, "--epochs", yes_large=getattr(args, "yes_large", False),
-                     what=f"{epochs} epochs x {math.ceil(samples / (batch * cl.devices))} iterations")
+        per_epoch = math.ceil(samples / (batch * cl.devices))
+        check_budget("train_iterations", epochs * per_epoch, None, "--epochs",
+                     yes_large=getattr(args, "yes_large", False),
+                     what=f"{epochs} epochs x {per_epoch} iterations")
 
 
 def build_runs(args):
