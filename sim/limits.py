@@ -52,6 +52,7 @@ RANGES: dict[str, Range] = {
     "iteration_index": Range(0, 2 ** 40, "", "an iteration number in a trace"),
     "devices": Range(1, 2 ** 20, "devices", "devices of a cluster (per dimension and in all); the "
                      "largest machines have ~10^5 GPUs"),
+    "element_bytes": Range(1, 8, "B", "bytes per activation or gradient element (fp8 .. fp64)"),
     "threads": Range(1, 4096, "threads", "CPU threads"),
     "samples": Range(1, 4096, "samples", "synthetic dO samples of the CPU engine"),
     "seed": Range(0, 2 ** 63 - 1, "", "seed of the counter RNG (64-bit)"),

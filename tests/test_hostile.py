@@ -199,6 +199,17 @@ def test_cluster_with_absurd_devices(tmp_path, capsys):
             "dimensions[0].devices", "outside")
 
 
+def test_cluster_with_absurd_quantities(tmp_path, capsys):
+    c = tmp_path / "c.yaml"
+    c.write_text(re.sub(r"grad_bytes:\s*\{value: 4", "grad_bytes: {value: 1000000000000000000", DGX))
+    refused(["train", "--workload", "resnet20", "--cluster", c], capsys, str(c),
+            "training.grad_bytes.value", "outside 1..8")
+    c.write_text(DGX.replace("300 GB/s", "1e30 GB/s", 1))
+    assert "1e30 GB/s" in c.read_text()
+    refused(["train", "--workload", "resnet20", "--cluster", c], capsys, str(c), "bandwidth.value",
+            "1 PB/s")
+
+
 def test_grid_of_a_million_points(tmp_path, capsys):
     g = tmp_path / "grid.yaml"
     g.write_text("params:\n  sm_count: [" + ", ".join(str(100 + i) for i in range(100)) + "]\n"

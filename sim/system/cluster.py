@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.hwconfig import Quantity, parse_quantity
+from sim.hwconfig import Quantity, _physical, parse_quantity
 from sim.limits import check_range
 from sim.yamlio import load_yaml_file
 
@@ -136,10 +136,12 @@ def _param(entry: Any, dimension: str, file: str, field: str) -> Param:
     if dimension == "count":
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
             raise ConfigError(file, field + ".value", f"expected a positive integer, got {raw!r}")
+        check_range("element_bytes", raw, file, field + ".value", ConfigError)
         return Param(float(raw), str(raw), src)
     v, written = parse_quantity(raw, dimension, file, field + ".value")
     if v <= 0:
         raise ConfigError(file, field + ".value", f"must be positive, got {raw!r}")
+    _physical(dimension, v, raw, file, field + ".value")
     return Param(v, written, src)
 
 
