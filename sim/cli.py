@@ -23,12 +23,47 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _ranged(name: str):
+    """argparse type: an integer inside sim.limits.RANGES[name] (the one table of physical ranges)."""
+    def parse(text: str) -> int:
+        from sim.limits import LimitError, check_range
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        try:
+            return check_range(name, v)
+        except LimitError as e:
+            raise argparse.ArgumentTypeError(e.message) from None
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+def _accuracy(text: str) -> float:
+    """argparse type: an accuracy target, a fraction in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0.0 < v <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"an accuracy target is a fraction in (0, 1], got {text}")
+    return v
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (`prunesim CMD: error: argument --x: ...`), exit status 2, like
+    every other bad input; --help still shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _handler(parser: argparse.ArgumentParser, target: str) -> None:
     parser.set_defaults(_handler=target)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="prunesim",
         description="Simulate CNN training with pruned or approximated gradients: replay captured "
                     "activation-gradient traces on modeled hardware.")
@@ -42,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.cli:cmd_workload_list")
     p = wls.add_parser("show", help="layer table, lowered GEMM shapes and totals")
     p.add_argument("name", help="zoo name (e.g. resnet50-imagenet) or path to a workload YAML")
-    p.add_argument("--batch", type=_positive_int, default=1, help="batch size (default 1)")
+    p.add_argument("--batch", type=_ranged("batch"), default=1, help="batch size (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.cli:cmd_workload_show")
     p = wls.add_parser("export", help="write a workload for another simulator (SCALE-Sim v3: "
@@ -50,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="zoo name (e.g. resnet50-imagenet) or path to a workload YAML")
     p.add_argument("--format", choices=["scalesim"], required=True, help="target simulator")
     p.add_argument("--out", required=True, help="directory to write (created if missing)")
-    p.add_argument("--batch", type=_positive_int, default=1,
+    p.add_argument("--batch", type=_ranged("batch"), default=1,
                    help="batch of the FWD/AGBP/WGC GEMM topology (default 1; SCALE-Sim's conv "
                         "topology is always batch 1)")
     p.add_argument("--convs-only", action="store_true", help="leave out the FC layers")
@@ -73,19 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = trs.add_parser("fit", help="fit per-layer gradient statistics to captured traces")
     p.add_argument("trace", nargs="+", help="trace directories (several: their layers are pooled)")
     p.add_argument("--out", required=True, help="statistics YAML to write")
+    p.add_argument("--force", action="store_true", help="replace an existing statistics file")
     _handler(p, "sim.traces.synth:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
-    p.add_argument("--batch", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_ranged("batch"), required=True)
     p.add_argument("--out", required=True, help="trace directory to create")
     p.add_argument("--stats", default=None,
                    help="fitted statistics YAML (default: the ones shipped with prunesim)")
-    p.add_argument("--iterations", type=_positive_int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--iterations", type=_ranged("iterations"), default=1)
+    p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
-    p.add_argument("--subsample", type=_positive_int, default=None,
+    p.add_argument("--subsample", type=_ranged("batch"), default=None,
                    help="record only the first S samples of each batch (the scale follows --batch)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     _handler(p, "sim.traces.synth:cmd_synth")
 
     # --- capture -------------------------------------------------------------------------------
@@ -93,20 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--dataset", required=True,
                    help="offline real dataset: digits or mnist5k (see docs/capture.md)")
-    p.add_argument("--epochs", type=_positive_int, required=True)
+    p.add_argument("--epochs", type=_ranged("epochs"), required=True)
     p.add_argument("--out", required=True, help="trace directory to create")
-    p.add_argument("--batch", type=_positive_int, default=32)
+    p.add_argument("--batch", type=_ranged("batch"), default=32)
     p.add_argument("--every", type=_positive_int, default=50,
                    help="record tensors every K iterations (default 50)")
-    p.add_argument("--subsample", type=_positive_int, default=None,
+    p.add_argument("--subsample", type=_ranged("batch"), default=None,
                    help="keep only the first S samples of each recorded batch")
     p.add_argument("--tensors", default="dO", help="comma list from dO,I,W,dI (dO always)")
     p.add_argument("--fp16", action="store_true", help="store tensors as float16")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--max-iterations", type=_positive_int, default=None,
                    help="stop each epoch after this many iterations (quick runs)")
-    p.add_argument("--threads", type=_positive_int, default=2,
+    p.add_argument("--threads", type=_ranged("threads"), default=2,
                    help="CPU threads for PyTorch (default 2; results are deterministic per count)")
     p.add_argument("--method", default=None, metavar="SPEC",
                    help="train with a gradient method, e.g. dbtd:p=0.9, sdgp-resmag:nm=2:4, "
@@ -127,22 +165,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rescale", default=None, help="sdgp-resmag: sample-channel|channel")
     p.add_argument("--keep", default=None, help="topk: fraction kept (default 0.01)")
     p.add_argument("--k", default=None, help="approx-topk: values kept per (sample, channel)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--keep-dtype", action="store_true", help="write the input's dtype, not float32")
+    p.add_argument("--force", action="store_true", help="replace an existing OUTPUT file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.methods.tensor_cli:cmd_prune")
 
     # --- engines ------------------------------------------------------------------------------
     p = sub.add_parser("gemm", help="predict one GEMM (dense or sparse) on a hardware config")
     p.add_argument("--hw", required=True, help="hwconfig YAML or bundled name")
-    p.add_argument("--m", type=_positive_int, required=True)
-    p.add_argument("--n", type=_positive_int, required=True)
-    p.add_argument("--k", type=_positive_int, required=True)
+    p.add_argument("--m", type=_ranged("gemm_dim"), required=True)
+    p.add_argument("--n", type=_ranged("gemm_dim"), required=True)
+    p.add_argument("--k", type=_ranged("gemm_dim"), required=True)
     p.add_argument("--sparse", default=None, metavar="N:M",
                    help="GPU: N:M structured sparsity of the A operand (e.g. 2:4)")
     p.add_argument("--density", type=float, default=None,
                    help="CPU: CSR density of the A operand (M x K); omit for dense")
-    p.add_argument("--threads", type=_positive_int, default=1, help="CPU threads")
+    p.add_argument("--threads", type=_ranged("threads"), default=1, help="CPU threads")
     p.add_argument("--dtype", default="fp16", help="fp16|bf16|tf32|fp32 (GPU), fp32|fp64 (CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_gemm")
@@ -153,15 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a one-off conv layer instead of a workload")
     p.add_argument("--layer", default="all", help="layer index or name, or all")
     p.add_argument("--phase", default="all", choices=("fwd", "agbp", "wgc", "all"))
-    p.add_argument("--batch", type=_positive_int, default=None)
+    p.add_argument("--batch", type=_ranged("batch"), default=None)
     p.add_argument("--method", action="append", default=[], help="method spec (repeatable)")
     p.add_argument("--dtype", default=None, help="data type (default: the engine's)")
-    p.add_argument("--threads", type=_positive_int, default=1, help="CPU threads")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=_ranged("threads"), default=1, help="CPU threads")
+    p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--trace", default=None,
                    help="CPU: take dO from this trace's first iteration (default: synthetic dO)")
-    p.add_argument("--samples", type=_positive_int, default=None,
+    p.add_argument("--samples", type=_ranged("samples"), default=None,
                    help="CPU: synthetic dO samples standing for the batch (default 2)")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_layer")
 
@@ -182,19 +223,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "dataset, training-set size, epochs and batch)")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
-    p.add_argument("--gpus", type=_positive_int, default=None, help="use this many devices")
+    p.add_argument("--gpus", type=_ranged("devices"), default=None, help="use this many devices")
     p.add_argument("--method", default="dense", help="method spec")
     p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
-    p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")
-    p.add_argument("--epochs", type=_positive_int, default=None)
-    p.add_argument("--train-samples", type=_positive_int, default=None,
+    p.add_argument("--batch", type=_ranged("batch"), default=None, help="per-device mini-batch")
+    p.add_argument("--epochs", type=_ranged("epochs"), default=None)
+    p.add_argument("--train-samples", type=_ranged("train_samples"), default=None,
                    help="training-set size (default: the trace's provenance, else the dataset's)")
-    p.add_argument("--max-global-batch", type=_positive_int, default=None,
+    p.add_argument("--max-global-batch", type=_ranged("global_batch"), default=None,
                    help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
                         "larger caps warn)")
     p.add_argument("--accuracy", default=None,
                    help="accuracy curves (training log CSV or trace dir) for time-to-accuracy")
-    p.add_argument("--target", type=float, default=None, help="target validation accuracy")
+    p.add_argument("--target", type=_accuracy, default=None, help="target validation accuracy")
+    p.add_argument("--roofline", action="store_true",
+                   help="time layers with the roofline model of the cluster's device (peak_math, "
+                        "mem_bandwidth) instead of the cycle-level engine; without it a device "
+                        "hwconfig that does not load is an error")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.system.cli:cmd_train")
 
@@ -207,14 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", action="append", default=[], metavar="SPEC",
                    help="method spec, repeatable (default: dense, dbtd:p=0.99, sdgp-mag:nm=2:4, "
                         "approx:schedule=1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the methods' random streams")
+    p.add_argument("--seed", type=_ranged("seed"), default=0, help="seed of the methods' random streams")
     p.add_argument("--cluster", default=None, help="cluster YAML: add the training-level estimate")
-    p.add_argument("--gpus", type=_positive_int, default=None,
+    p.add_argument("--gpus", type=_ranged("devices"), default=None,
                    help="with --cluster: devices (default 16, or the cluster's size if smaller)")
-    p.add_argument("--epochs", type=_positive_int, default=None,
+    p.add_argument("--epochs", type=_ranged("epochs"), default=None,
                    help="with --cluster: training epochs (default: the trace's own, from its "
                         "provenance)")
-    p.add_argument("--train-samples", type=_positive_int, default=None,
+    p.add_argument("--train-samples", type=_ranged("train_samples"), default=None,
                    help="with --cluster: training-set size (default: the trace's provenance, "
                         "else the dataset's)")
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
@@ -231,19 +278,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="zoo workloads (synthetic trace from fitted statistics; repeatable)")
     src.add_argument("--trace", action="append", default=None, help="trace directories (repeatable)")
     p.add_argument("--method", action="append", default=[], help="method specs (repeatable)")
-    p.add_argument("--batch", type=_positive_int, default=None,
+    p.add_argument("--batch", type=_ranged("batch"), default=None,
                    help="batch for workloads (default: 64; traces keep theirs)")
     p.add_argument("--grid", default=None, help="YAML of hwconfig parameter grids")
     p.add_argument("--db", required=True, help="result store (SQLite), resumable")
-    p.add_argument("--jobs", type=_positive_int, default=None, help="local worker processes")
+    p.add_argument("--jobs", type=_ranged("threads"), default=None, help="local worker processes")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run on an existing Dask distributed scheduler")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--cache", default=None, help="synthetic-trace cache directory "
                                                  "(default $PRUNESIM_CACHE or ~/.cache/prunesim)")
     p.add_argument("--stats", default=None,
                    help="fitted statistics YAML for workloads (default: the ones shipped)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.add_argument("--yes-large", action="store_true",
+                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
     _handler(p, "sim.results.sweep:cmd_sweep")
     p = sub.add_parser("export", help="export a result store to CSV (or Parquet)")
     p.add_argument("db", help="result store (SQLite)")
@@ -251,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parquet", default=None, help="Parquet file to write (needs pyarrow)")
     p.add_argument("--kind", default="network", choices=("network", "layer"),
                    help="network-level rows (default) or per-layer rows")
+    p.add_argument("--force", action="store_true", help="replace existing output files")
     _handler(p, "sim.results.store:cmd_export")
     p = sub.add_parser("plot", help="plots from a result store")
     p.add_argument("db", help="result store (SQLite)")
@@ -263,15 +313,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accuracy", action="append", default=None, metavar="CSV_OR_TRACE",
                    help="tta/pareto: accuracy curves (training log CSV or trace dir; repeatable; "
                         "default the stored trace's log.csv)")
-    p.add_argument("--target", type=float, default=None,
+    p.add_argument("--target", type=_accuracy, default=None,
                    help="tta/pareto: target accuracy (default 0.99 x dense's best)")
     p.add_argument("--iterations-per-epoch", type=_positive_int, default=None,
                    help="tta/pareto: default from the trace's provenance")
     p.add_argument("--cluster", default=None, help="comm: cluster YAML (default dgx-a100-hdr)")
-    p.add_argument("--gpus", type=_positive_int, default=None, help="comm: devices used")
+    p.add_argument("--gpus", type=_ranged("devices"), default=None, help="comm: devices used")
     p.add_argument("--workload", default=None,
                    help="comm/layers/roofline: workload (default the first stored)")
-    p.add_argument("--epochs", type=_positive_int, default=None, help="comm: training epochs")
+    p.add_argument("--epochs", type=_ranged("epochs"), default=None, help="comm: training epochs")
     _handler(p, "analysis.plots:cmd_plot")
     p = sub.add_parser("validate", help="compute every published result from the models; compare")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
+from sim.limits import HW_DIMENSION_MAX, RANGES, check_range
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -141,7 +142,21 @@ def _check_value(spec: Field, raw: Any, file: str, fld: str) -> Any:
         raise ConfigError(file, fld, f"{raw!r} is below the minimum {spec.minimum:g}")
     if spec.maximum is not None and v > spec.maximum:
         raise ConfigError(file, fld, f"{raw!r} is above the maximum {spec.maximum:g}")
+    _physical(spec.dimension, v, raw, file, fld)
     return v
+
+
+def _physical(dimension: str, v: Any, raw: Any, file: str, fld: str) -> None:
+    """Bounds no engine declares but every one needs: a count or quantity no real machine has is a
+    typo, and would make an engine loop or overflow (sim/limits.py)."""
+    if dimension == "count":
+        pname = fld.split(".")[1] if fld.count(".") >= 1 else fld
+        check_range(pname if pname in RANGES else "hw_count", v, file, fld, ConfigError)
+    elif dimension in HW_DIMENSION_MAX:
+        hi, shown = HW_DIMENSION_MAX[dimension]
+        if v > hi:
+            raise ConfigError(file, fld, f"{raw!r} is above {shown}, the physical range of a "
+                              f"{dimension} (sim/limits.py)")
 
 
 def fields_for(kind: str) -> dict[str, Field]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sim.errors import WorkloadError
+from sim.limits import BUDGETS, check_range
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -145,6 +146,8 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
     """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    # every GEMM of every command passes here: the one place a batch can push a count past exact
+    _check_macs(layer.__dict__, batch, None, "batch")
     g = layer.groups
     cin_g, cout_g = layer.c_in // g, layer.c_out // g
     n_i = batch * layer.c_in * layer.h * layer.w
@@ -245,12 +248,25 @@ def _declared_tensors(ops, layers) -> dict[str, list[int]]:
 # Loading and validation
 
 
-def _int(v: Any, file: str, field: str, minimum: int = 1) -> int:
+def _int(v: Any, file: str, field: str, minimum: int = 1, rng: str | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise WorkloadError(file, field, f"expected an integer, got {v!r}")
     if v < minimum:
         raise WorkloadError(file, field, f"must be >= {minimum}, got {v}")
+    if rng is not None:
+        check_range(rng, v, file, field, WorkloadError)
     return v
+
+
+def _check_macs(layer: dict, batch: int, file: str, field: str) -> None:
+    """Refuse a layer whose GEMMs at this batch hold more MACs than float64 counts exactly."""
+    per_sample = layer["c_out"] * layer["p"] * layer["q"] * (layer["c_in"] // layer["groups"]) \
+        * layer["r"] * layer["s"]
+    if per_sample * batch > BUDGETS["layer_macs"].limit:
+        raise WorkloadError(file, field, f"layer {layer['name']}: {per_sample * batch:.3g} "
+                            f"multiply-adds per GEMM at batch "
+                            f"{batch}: above {BUDGETS['layer_macs'].limit:.3g}, where FLOP counts "
+                            "stop being exact (sim/limits.py)")
 
 
 def _bool(v: Any, file: str, field: str) -> bool:
@@ -267,8 +283,9 @@ def _str(v: Any, file: str, field: str) -> str:
 
 def _pair(v: Any, file: str, field: str) -> tuple[int, int]:
     if isinstance(v, list) and len(v) == 2:
-        return _int(v[0], file, field + "[0]"), _int(v[1], file, field + "[1]")
-    k = _int(v, file, field)
+        return (_int(v[0], file, field + "[0]", rng="kernel"),
+                _int(v[1], file, field + "[1]", rng="kernel"))
+    k = _int(v, file, field, rng="kernel")
     return k, k
 
 
@@ -315,8 +332,9 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
     if not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
         raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W}")
     shapes: dict[str, tuple[int, int, int]] = {
-        "x": (_int(inp["channels"], file, "input.channels"), _int(inp["height"], file, "input.height"),
-              _int(inp["width"], file, "input.width"))}
+        "x": (_int(inp["channels"], file, "input.channels", rng="channels"),
+              _int(inp["height"], file, "input.height", rng="spatial"),
+              _int(inp["width"], file, "input.width", rng="spatial"))}
     declared = doc.get("tensors") or {}
     if not isinstance(declared, dict):
         raise WorkloadError(file, "tensors", "expected a mapping of tensor name to [C, H, W]")
@@ -324,11 +342,16 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
         f = f"tensors.{t}"
         if not (isinstance(shp, list) and len(shp) == 3):
             raise WorkloadError(file, f, f"expected [C, H, W], got {shp!r}")
-        shapes[str(t)] = tuple(_int(v, file, f"{f}[{i}]") for i, v in enumerate(shp))  # type: ignore
+        shapes[str(t)] = tuple(_int(v, file, f"{f}[{i}]", rng="channels" if i == 0 else "spatial")
+                               for i, v in enumerate(shp))  # type: ignore
 
     ops = doc["layers"]
     if not isinstance(ops, list) or not ops:
         raise WorkloadError(file, "layers", "expected a non-empty list of ops")
+    check_range("layers", len(ops), file, "layers", WorkloadError)
+    for k in ("description", "source", "dataset", "notes"):
+        if k in doc and doc[k] is not None and not isinstance(doc[k], str):
+            raise WorkloadError(file, k, f"expected text, got a {type(doc[k]).__name__}")
     spaces = _Spaces()
     for t in shapes:
         spaces.find(t)
@@ -371,10 +394,13 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
         c, h, w = shapes[ins[0]]
         if kind == "conv":
             r, s = _pair(op["kernel"], file, fld + ".kernel")
-            stride = _int(op.get("stride", 1), file, fld + ".stride")
-            pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0)
-            groups = _int(op.get("groups", 1), file, fld + ".groups")
-            c_out = _int(op["c_out"], file, fld + ".c_out")
+            stride = _int(op.get("stride", 1), file, fld + ".stride", rng="stride")
+            pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+            groups = _int(op.get("groups", 1), file, fld + ".groups", rng="channels")
+            c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
+            if pad >= max(r, s):
+                raise WorkloadError(file, fld + ".pad", f"pad {pad} is not smaller than the "
+                                    f"{r}x{s} kernel: outputs past it would convolve only padding")
             bn = _bool(op.get("bn", False), file, fld + ".bn")
             relu = _bool(op.get("relu", False), file, fld + ".relu")
             bias = _bool(op.get("bias", not bn), file, fld + ".bias")
@@ -390,8 +416,9 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
             raw_layers.append(dict(index=len(raw_layers), name=lname, op="conv", c_in=c, c_out=c_out,
                                    h=h, w=w, p=p, q=q, r=r, s=s, stride=stride, pad=pad, groups=groups,
                                    bias=bias, bn=bn, relu=relu, in_tensor=ins[0], out_tensor=out))
+            _check_macs(raw_layers[-1], 1, file, fld + ".c_out")
         elif kind == "fc":
-            c_out = _int(op["c_out"], file, fld + ".c_out")
+            c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
             relu = _bool(op.get("relu", False), file, fld + ".relu")
             bias = _bool(op.get("bias", True), file, fld + ".bias")
             shapes[out] = (c_out, 1, 1)
@@ -400,6 +427,7 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
                                    c_out=c_out, h=1, w=1, p=1, q=1, r=1, s=1, stride=1, pad=0,
                                    groups=1, bias=bias, bn=False, relu=relu, in_tensor=ins[0],
                                    out_tensor=out))
+            _check_macs(raw_layers[-1], 1, file, fld + ".c_out")
         elif kind == "pool":
             if op["kind"] not in ("max", "avg"):
                 raise WorkloadError(file, fld + ".kind", f"expected max or avg, got {op['kind']!r}")
@@ -411,9 +439,13 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
             else:
                 if "kernel" not in op:
                     raise WorkloadError(file, fld + ".kernel", "missing (or set global: true)")
-                k = _int(op["kernel"], file, fld + ".kernel")
-                stride = _int(op.get("stride", k), file, fld + ".stride")
-                pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0)
+                k = _int(op["kernel"], file, fld + ".kernel", rng="kernel")
+                stride = _int(op.get("stride", k), file, fld + ".stride", rng="stride")
+                pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+                if 2 * pad > k:
+                    raise WorkloadError(file, fld + ".pad", f"pad {pad} is more than half the pool "
+                                        f"kernel {k} (PyTorch's rule): a window would hold only "
+                                        "padding")
                 p, q = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
                 if p < 1 or q < 1:
                     raise WorkloadError(file, fld + ".kernel", f"pool {k} does not fit {h}x{w}")
@@ -444,7 +476,8 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
                     dataset=str(dataset) if dataset is not None else None,
                     input_shape=shapes["x"], ops=tuple(clean_ops), layers=tuple(layers),
                     origin=origin, notes=str(doc.get("notes", "")),
-                    classes=_int(doc["classes"], file, "classes") if "classes" in doc else None)
+                    classes=(_int(doc["classes"], file, "classes", rng="channels")
+                             if "classes" in doc else None))
 
 
 def _zoo_dirs() -> list[Path]:

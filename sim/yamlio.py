@@ -1,4 +1,11 @@
-"""Strict YAML reading: safe_load semantics, plus duplicate keys rejected with file and line."""
+"""Strict YAML reading: safe_load semantics, duplicate keys rejected, size, depth and aliases bounded.
+
+An alias bomb (anchors whose aliases nest ten levels deep) composes into a few hundred nodes but
+expands into billions once anything walks it (str(), json.dumps, a checksum): the loader counts
+nodes as if every alias were copied and refuses a document above the budget, before constructing
+anything. Nesting depth is bounded while composing (the composer recurses; a deep document would
+otherwise end in RecursionError), and the file size before parsing. Limits: sim/limits.py.
+"""
 from __future__ import annotations
 
 import os
@@ -8,10 +15,74 @@ from typing import Any
 import yaml
 
 from sim.errors import PrunesimError
+from sim.limits import BUDGETS
+
+
+class _Refused(yaml.YAMLError):
+    """A well-formed document over a budget (not 'malformed': it says what limit it broke)."""
+
+    def __init__(self, message: str, mark):
+        super().__init__(message)
+        self.problem, self.problem_mark = message, mark
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (plain safe_load keeps the last silently)."""
+    """SafeLoader that refuses duplicate mapping keys (plain safe_load keeps the last silently),
+    documents nested deeper than the depth budget, and documents whose aliases expand beyond the
+    node budget."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > BUDGETS["yaml_depth"].limit:
+                raise _Refused(
+                    f"nested deeper than {int(BUDGETS['yaml_depth'].limit)} levels",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return self.construct_document(node)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Count the nodes of `root` with every alias expanded (memoized per node, so the count itself
+    is linear in the composed graph) and refuse it above the node budget."""
+    limit = BUDGETS["yaml_nodes"].limit
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()   # on the current path: an alias back to one of them is a cycle
+    # iterative post-order: a document may hold many nodes, and aliases can share any of them
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        kids = ([x for kv in node.value for x in kv] if isinstance(node, yaml.MappingNode)
+                else list(node.value))
+        if done:
+            open_.discard(id(node))
+            n = 1 + sum(sizes.get(id(k), 0) for k in kids)
+            if n > limit:
+                raise _Refused(
+                    f"expands to more than {int(limit):,} nodes (aliases of "
+                    "aliases): refusing it", node.start_mark)
+            sizes[id(node)] = n
+        else:
+            if any(id(k) in open_ or k is node for k in kids):
+                raise _Refused("recursive alias (a node that contains itself)", node.start_mark)
+            open_.add(id(node))
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in sizes)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
@@ -40,13 +111,18 @@ def load_yaml_text(text: str, file: str | os.PathLike, error: type[PrunesimError
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
-        raise error(file, where, f"malformed YAML: {getattr(e, 'problem', None) or e}") from None
+        what = "" if isinstance(e, _Refused) else "malformed YAML: "
+        raise error(file, where, f"{what}{getattr(e, 'problem', None) or e}") from None
 
 
 def load_yaml_file(path: str | os.PathLike, error: type[PrunesimError]) -> Any:
     """Parse a YAML file safely; any problem becomes `error(file, field, message)`."""
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > BUDGETS["yaml_bytes"].limit:
+            raise error(p, None, f"{size:,} bytes: larger than the {int(BUDGETS['yaml_bytes'].limit):,}"
+                        "-byte limit of a YAML input")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise error(p, None, "no such file") from None

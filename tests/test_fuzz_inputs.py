@@ -21,10 +21,11 @@ from sim.errors import PrunesimError, TraceError, WorkloadError
 from sim.traces.format import open_trace
 from sim.workload import load_workload, workload_from_dict
 
-settings.register_profile("fuzz", max_examples=60, deadline=None,
+# database=None: no .hypothesis directory in the checkout (tests write only under their tmp dir)
+settings.register_profile("fuzz", max_examples=60, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                  HealthCheck.too_slow])
-settings.register_profile("fuzz-long", max_examples=2000, deadline=None,
+settings.register_profile("fuzz-long", max_examples=2000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                  HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fuzz"))
@@ -108,7 +109,7 @@ def test_trace_with_corrupted_manifest(tmp_path_factory, pos, junk):
 
 
 @given(st.sampled_from(["records", "batch", "workload", "schema_version", "log", "format",
-                        "batch_subsample"]), values)
+                        "batch_subsample", "iterations"]), values)
 def test_trace_with_replaced_manifest_field(tmp_path_factory, key, value):
     d = _copy_sample(tmp_path_factory)
     m = d / "manifest.json"
@@ -211,3 +212,185 @@ def test_cluster_from_any_document(doc):
         cluster_from_dict(doc, file="c.yaml")
     except ConfigError as e:
         assert e.file == "c.yaml"
+
+
+# ---- budgets, ranges, outputs (issue 16) ------------------------------------------------------
+
+from sim.limits import BUDGETS, RANGES  # noqa: E402
+from sim.yamlio import load_yaml_text  # noqa: E402
+
+
+def _expanded(width: int, levels: int) -> int:
+    """Nodes of the alias chain below once expanded: a list of `width` copies, `levels` deep."""
+    n = 1 + width   # the innermost list of scalars
+    for _ in range(levels):
+        n = 1 + width * n
+    return n
+
+
+@given(st.integers(1, 12), st.integers(0, 14))
+def test_yaml_alias_budget(width, levels):
+    """Aliases of aliases: accepted exactly when the expanded document is within the node budget."""
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels + 1)]
+    text = "\n".join(lines)
+    total = 1 + sum(1 + _expanded(width, i) for i in range(levels + 1))
+    try:
+        doc = load_yaml_text(text, "a.yaml", ConfigError)
+    except ConfigError as e:
+        assert e.file == "a.yaml" and "expands to more than" in e.message
+        assert total > BUDGETS["yaml_nodes"].limit
+    else:
+        assert total <= BUDGETS["yaml_nodes"].limit and len(doc) == levels + 1
+
+
+@given(st.integers(1, 300), st.sampled_from(["[", "{a: "]), st.booleans())
+def test_yaml_depth_budget(depth, opener, recursive):
+    closer = "]" if opener == "[" else "}"
+    text = "k: " + opener * depth + "1" + closer * depth
+    if recursive:
+        text += "\nr: &r [1, *r]"
+    try:
+        load_yaml_text(text, "d.yaml", WorkloadError)
+    except WorkloadError as e:
+        assert e.file == "d.yaml"
+        # levels: the top mapping, `depth` collections, and the scalar at the bottom
+        assert ("nested deeper" in e.message and depth + 2 > BUDGETS["yaml_depth"].limit) or \
+            (recursive and "recursive alias" in e.message)
+    else:
+        assert depth + 2 <= BUDGETS["yaml_depth"].limit and not recursive
+
+
+@given(st.integers(1, 5000), st.sampled_from(["[", '{"a": ']))
+def test_manifest_depth_budget(tmp_path_factory, depth, opener):
+    from sim.traces.format import _load_manifest_json
+    closer = "]" if opener == "[" else "}"
+    f = tmp_path_factory.mktemp("m") / "manifest.json"
+    f.write_text(opener * depth + "1" + closer * depth)
+    try:
+        _load_manifest_json(f)
+    except TraceError as e:
+        assert e.file == str(f) and "nested deeper" in e.message
+        assert depth > BUDGETS["json_depth"].limit
+    else:
+        assert depth <= BUDGETS["json_depth"].limit
+
+
+_RANGED_OPTIONS = [  # (argv before the value, option, range)
+    (["gemm", "--hw", "a100-sxm4-40gb", "--n", "1", "--k", "1", "--m"], "--m", "gemm_dim"),
+    (["train", "--workload", "w", "--cluster", "c", "--epochs"], "--epochs", "epochs"),
+    (["train", "--workload", "w", "--cluster", "c", "--batch"], "--batch", "batch"),
+    (["train", "--workload", "w", "--cluster", "c", "--gpus"], "--gpus", "devices"),
+    (["trace", "synth", "--workload", "w", "--out", "o", "--batch", "1", "--iterations"],
+     "--iterations", "iterations"),
+    (["layer", "--hw", "h", "--samples"], "--samples", "samples"),
+    (["replay", "t", "--seed"], "--seed", "seed"),
+]
+
+
+@given(st.sampled_from(_RANGED_OPTIONS),
+       st.one_of(st.integers(-10, 10), st.integers(-2 ** 70, 2 ** 70),
+                 st.sampled_from(["1e30", "nan", "0x10", "", "  7", "1_000"])))
+def test_ranged_options(capsys, case, value):
+    """Every ranged option: parsed within its range, or one line naming it and exit 2."""
+    from sim.cli import build_parser
+    argv, opt, rng = case
+    r = RANGES[rng]
+    try:
+        ns = build_parser().parse_args(argv + [str(value)])
+    except SystemExit as e:
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.code == 2 and len(err) == 1 and f"argument {opt}" in err[0]
+        try:
+            v = int(str(value))
+        except ValueError:
+            return
+        assert not r.lo <= v <= r.hi
+    else:
+        v = getattr(ns, opt.lstrip("-"))
+        assert r.lo <= v <= r.hi and v == int(str(value))
+
+
+@given(st.sampled_from(["new", "regular", "fifo", "dir", "input", "hardlink", "symlink-to-input",
+                        "dangling"]), st.booleans())
+def test_output_paths(tmp_path_factory, kind, force):
+    """check_output: a new path always; an existing regular file that is not an input only with
+    --force; nothing else, ever. What is refused is left as it was."""
+    from sim.outputs import OutputError, check_output
+    d = tmp_path_factory.mktemp("out")
+    src = d / "in.npy"
+    src.write_bytes(b"input")
+    out = d / "out.npy"
+    if kind == "regular":
+        out.write_bytes(b"old")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "dir":
+        out.mkdir()
+    elif kind == "input":
+        out = src
+    elif kind == "hardlink":
+        os.link(src, out)
+    elif kind == "symlink-to-input":
+        out.symlink_to(src)
+    elif kind == "dangling":
+        out.symlink_to(d / "nowhere")
+    ok = kind == "new" or (kind == "regular" and force)
+    try:
+        check_output(out, inputs=[src], force=force)
+    except OutputError as e:
+        assert not ok and e.file == str(out)
+    else:
+        assert ok
+    assert src.read_bytes() == b"input"
+
+
+@given(st.lists(st.sampled_from(["records", "meta", "accounts", "x"]), unique=True, max_size=3),
+       st.sampled_from([0, 1, 0x5053494D, -5]), st.booleans())
+def test_result_store_opens_only_its_own_files(tmp_path_factory, tables, app, schema_row):
+    import sqlite3
+
+    from sim.results.store import APPLICATION_ID, ResultStore, StoreError
+    f = tmp_path_factory.mktemp("db") / "r.sqlite"
+    db = sqlite3.connect(f)
+    for t in tables:
+        db.execute(f"CREATE TABLE {t} (name TEXT, value TEXT)")
+    if schema_row and "meta" in tables:
+        db.execute("INSERT INTO meta VALUES ('schema', '1')")
+    db.execute(f"PRAGMA application_id={app}")
+    db.commit()
+    db.close()
+    before = f.read_bytes()
+    # a legacy store needs prunesim's columns: these tables (name, value) never qualify
+    ours = app == APPLICATION_ID or (app == 0 and not tables)
+    try:
+        ResultStore(f).close()
+    except StoreError as e:
+        assert e.file == str(f)
+        if app == APPLICATION_ID:
+            assert "records" in tables  # marked as ours, but with a damaged table
+        else:
+            assert not ours and f.read_bytes() == before
+    else:
+        assert ours
+
+
+_CONV = ["c_out", "kernel", "stride", "pad", "groups"]
+
+
+@given(st.dictionaries(st.sampled_from(_CONV + ["channels", "height", "width"]),
+                       st.one_of(st.integers(-3, 70_000), st.integers(0, 2 ** 64)), max_size=4))
+def test_workload_ranges(fields):
+    """Any size fields: a WorkloadError naming the field, or a workload whose every GEMM counts
+    exactly (within the MAC budget) and whose output maps are non-empty."""
+    inp = {k: fields.get(k, d) for k, d in (("channels", 3), ("height", 16), ("width", 16))}
+    conv = {"name": "c1", "op": "conv", "in": "x", "out": "y", "c_out": 8, "kernel": 3,
+            **{k: v for k, v in fields.items() if k in _CONV}}
+    try:
+        w = workload_from_dict({"name": "w", "input": inp, "layers": [conv]}, origin="w.yaml")
+    except WorkloadError as e:
+        assert e.file == "w.yaml" and e.field
+    else:
+        l = w.layers[0]
+        assert l.p >= 1 and l.q >= 1 and l.pad < max(l.r, l.s)
+        assert l.macs(1) <= BUDGETS["layer_macs"].limit

@@ -10,6 +10,7 @@ import numpy as np
 from sim.errors import PrunesimError
 from sim.methods import apply_method, parse_method
 from sim.methods.rng import stream_key
+from sim.outputs import check_output
 from sim.workload import Layer
 
 
@@ -55,6 +56,15 @@ def _layer_for(a: np.ndarray, layout: str) -> Layer:
 def cmd_prune(args) -> int:
     overrides = {"p": args.p, "sigma": args.sigma, "nm": args.nm, "keep": args.keep, "k": args.k,
                  "rescale": args.rescale}
+    # a parameter given both in the spec and as an option has no defined winner: refuse it
+    _, _, rest = str(args.method).partition(":")
+    in_spec = {part.partition("=")[0].strip() for part in rest.split(",")} if rest else set()
+    for k, v in overrides.items():
+        if v is not None and k in in_spec:
+            raise TensorError(None, f"--{k}", f"given twice: in --method {args.method!r} and as "
+                              f"--{k} {v}; give it once")
+    check_output(args.output, inputs=[args.input], force=getattr(args, "force", False),
+                 field="OUTPUT")
     try:
         spec = parse_method(args.method, {k: v for k, v in overrides.items() if v is not None})
     except ValueError as e:

@@ -25,8 +25,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sim.errors import PrunesimError
+from sim.outputs import check_output
 
 SCHEMA_VERSION = 1
+# PRAGMA application_id of every prunesim store ('PSIM'): the marker that lets prunesim tell its own
+# files from any other SQLite file, which it must never add tables to.
+APPLICATION_ID = 0x5053494D
 KINDS = ("network", "layer")
 # Everything that determines a point's numbers. The hwconfig's name is included besides its content
 # checksum because records are read by name (two files with equal numbers stay two points), and
@@ -52,6 +56,10 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE INDEX IF NOT EXISTS records_kind_point ON records (kind, point);
 """
+
+
+_RECORD_COLUMNS = ["key", "kind", "point", "hw", "workload", "method", "seed", "prunesim", "created",
+                   "record"]
 
 
 class StoreError(PrunesimError):
@@ -99,6 +107,7 @@ class ResultStore:
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per point
             self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._check_marker(p)
             self.db.execute("PRAGMA journal_mode=WAL")
             # NORMAL is durable against a killed process (the WAL is written before COMMIT returns);
             # only a power loss may drop the last transactions, never corrupt or half-write a row
@@ -110,8 +119,34 @@ class ResultStore:
             elif row[0] != str(SCHEMA_VERSION):
                 raise StoreError(p, "meta.schema", f"store schema {row[0]} (this prunesim reads "
                                  f"{SCHEMA_VERSION})")
+            self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         except sqlite3.DatabaseError as e:
+            self.db.close()
             raise StoreError(p, None, f"not a prunesim result store ({e})") from None
+        except StoreError:
+            self.db.close()
+            raise
+
+    def _check_marker(self, p: Path) -> None:
+        """Refuse a SQLite file that is not a prunesim store, before writing anything to it.
+
+        A store carries APPLICATION_ID. One made before the marker existed is recognized by its
+        tables (meta with a schema row, and records) and gets the marker; an empty database (a new
+        or zero-length file) is ours to create. Anything else is someone else's data."""
+        app = self.db.execute("PRAGMA application_id").fetchone()[0]
+        if app == APPLICATION_ID:
+            return
+        tables = {r[0] for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view', 'index', 'trigger')")}
+        if app == 0 and not tables:
+            return
+        legacy = app == 0 and {"meta", "records"} <= tables and \
+            [r[1] for r in self.db.execute("PRAGMA table_info(records)")] == _RECORD_COLUMNS and \
+            self.db.execute("SELECT 1 FROM meta WHERE name='schema'").fetchone() is not None
+        if not legacy:
+            what = f"application_id {app:#x}" if app else f"tables {', '.join(sorted(tables))}"
+            raise StoreError(p, None, f"a SQLite file that is not a prunesim result store ({what}); "
+                             "refusing to add tables to it")
 
     # -- writing --------------------------------------------------------------------------------
     def put(self, record: dict, layers: Iterable[dict] = ()) -> bool:
@@ -267,6 +302,9 @@ def export_parquet(records: list[dict], out: str | os.PathLike) -> None:
 def cmd_export(args) -> int:
     if not args.csv and not args.parquet:
         raise StoreError(args.db, None, "nothing to do: give --csv OUT.csv and/or --parquet OUT.parquet")
+    for out in (args.parquet, args.csv):
+        if out:
+            check_output(out, inputs=[args.db], force=getattr(args, "force", False))
     with ResultStore(args.db, create=False) as st:
         recs = st.records(args.kind)
     if args.parquet:  # first: a missing pyarrow fails before anything is written

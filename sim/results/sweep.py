@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 from sim import __version__
 from sim.errors import ConfigError, PrunesimError, TraceError
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig, with_overrides
+from sim.limits import check_budget
 from sim.progress import Progress
 from sim.results.store import ResultStore, point_key
 from sim.yamlio import load_yaml_file
@@ -63,7 +64,7 @@ def expand_hw(patterns: list[str]) -> list[HwConfig]:
     return out
 
 
-def load_grid(path: str | os.PathLike) -> list[dict[str, Any]]:
+def load_grid(path: str | os.PathLike, yes_large: bool = False) -> list[dict[str, Any]]:
     """A grid YAML `{params: {name: [value, ...]}}` -> the list of override combinations, in the
     order written (the last parameter varies fastest)."""
     doc = load_yaml_file(path, ConfigError)
@@ -77,6 +78,9 @@ def load_grid(path: str | os.PathLike) -> list[dict[str, Any]]:
             raise ConfigError(path, f"params.{name}", "expected a non-empty list of values "
                               "(a list-valued parameter is a list of lists)")
     names = list(params)
+    n = math.prod(len(v) for v in params.values())
+    check_budget("grid_points", n, path, "params", yes_large=yes_large, error=ConfigError,
+                 what=" x ".join(f"{len(params[k])} {k}" for k in names))
     return [dict(zip(names, combo)) for combo in itertools.product(*(params[n] for n in names))]
 
 
@@ -418,7 +422,8 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           batch: int | None = None, grid: str | None = None, jobs: int | None = None,
           scheduler: str | None = None, seed: int = 0, cache: str | None = None,
           stats: str | None = None, progress: bool | None = None,
-          store: ResultStore | None = None, log: Callable[[str], None] | None = None) -> SweepResult:
+          store: ResultStore | None = None, log: Callable[[str], None] | None = None,
+          yes_large: bool = False) -> SweepResult:
     """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
     from sim.replay import parse_methods
     if bool(workloads) == bool(traces):
@@ -429,8 +434,12 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
         raise ConfigError(None, "--seed", f"must be a non-negative integer, got {seed!r}")
     say = log or (lambda s: None)
     specs = parse_methods(list(methods or []))
-    combos = load_grid(grid) if grid else None
+    combos = load_grid(grid, yes_large) if grid else None
     points_hw = hw_points(expand_hw(list(hw)), combos, str(grid) if grid else None)
+    n_src = len(traces or []) + len(workloads or [])
+    check_budget("sweep_points", n_src * len(points_hw) * len(specs), None, "--hw/--grid/--method",
+                 yes_large=yes_large, error=ConfigError,
+                 what=f"{n_src} trace(s) x {len(points_hw)} hardware x {len(specs)} method(s)")
     if store is None and db is None:
         raise ConfigError(None, "--db", "a sweep needs a result store")
     own_store = store is None
@@ -502,7 +511,8 @@ def cmd_sweep(args) -> int:
                     db=args.db, batch=args.batch, grid=args.grid, jobs=args.jobs,
                     scheduler=args.scheduler, seed=args.seed, cache=args.cache,
                     stats=getattr(args, "stats", None), progress=progress,
-                    log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+                    log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)),
+                    yes_large=getattr(args, "yes_large", False))
     except KeyboardInterrupt:
         print(f"prunesim: sweep interrupted; finished points are in {args.db}: rerun the same "
               "command to resume", file=sys.stderr)

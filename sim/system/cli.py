@@ -26,6 +26,37 @@ def _workload_and_defaults(name: str):
     return load_workload(name), {}
 
 
+def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
+    """Refuse before any work: a device hwconfig that does not load (unless --roofline asks for the
+    fallback), a --batch the device memory cannot hold, epochs x iterations above the budget."""
+    import math
+
+    from sim.errors import PrunesimError
+    from sim.hwconfig import load_hwconfig
+    from sim.limits import check_budget
+    from sim.system.memory import footprint
+    if not getattr(args, "roofline", False):
+        try:
+            load_hwconfig(cl.device.hwconfig)
+        except PrunesimError as e:
+            where = (None, "--hw") if args.hw else (cl.path, "device.hwconfig")
+            raise ConfigError(*where, f"device hwconfig {cl.device.hwconfig!r} does not load "
+                              f"({e}); --roofline times layers with the roofline model instead") \
+                from None
+    if args.batch:
+        need = footprint(w, batch, int(cl.training.activation_bytes.value),
+                         int(cl.device.reserved.value)).total
+        if need > cl.device.memory.value:
+            raise ConfigError(None, "--batch", f"batch {batch} of {w.name} needs {need / 1e9:,.1f} GB "
+                              f"per device by the memory model; {cl.name}'s device has "
+                              f"{cl.device.memory.value / 1e9:g} GB")
+    if samples:
+        per_epoch = math.ceil(samples / (batch * cl.devices))
+        check_budget("train_iterations", epochs * per_epoch, None, "--epochs",
+                     yes_large=getattr(args, "yes_large", False),
+                     what=f"{epochs} epochs x {per_epoch} iterations")
+
+
 def build_runs(args):
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
@@ -52,6 +83,7 @@ def build_runs(args):
             raise ConfigError(w.origin, "dataset", f"no default for dataset {ds!r}: give {opt}"
                               + ("" if d else " (or a trace directory as --workload: its "
                                  "provenance records the training it ran)"))
+    _check_inputs(args, w, cl, epochs, batch, samples)
     traj, dyn = None, None
     if spec.id == "prunetrain":
         t = args.trajectory
@@ -63,18 +95,20 @@ def build_runs(args):
         dyn = "device"
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
-    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples)
+    engine = "roofline" if getattr(args, "roofline", False) else "auto"
+    dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
+                         engine=engine)
     if dyn == "device":
         from sim.system.batch_split import prunetrain_split
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
-            max_global_batch=getattr(args, "max_global_batch", None), dense=dense)
+            max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine)
         return w, cl, spec, args.prunetrain_split["run"], dense
     if getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
                           "(its dynamic mini-batch)")
     run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn,
-                       samples=samples)
+                       samples=samples, engine=engine)
     return w, cl, spec, run, dense
 
 

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.hwconfig import Quantity, parse_quantity
+from sim.hwconfig import Quantity, _physical, parse_quantity
+from sim.limits import check_range
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -135,10 +136,12 @@ def _param(entry: Any, dimension: str, file: str, field: str) -> Param:
     if dimension == "count":
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
             raise ConfigError(file, field + ".value", f"expected a positive integer, got {raw!r}")
+        check_range("element_bytes", raw, file, field + ".value", ConfigError)
         return Param(float(raw), str(raw), src)
     v, written = parse_quantity(raw, dimension, file, field + ".value")
     if v <= 0:
         raise ConfigError(file, field + ".value", f"must be positive, got {raw!r}")
+    _physical(dimension, v, raw, file, field + ".value")
     return Param(v, written, src)
 
 
@@ -193,12 +196,15 @@ def cluster_from_dict(doc: Any, file: str = "<cluster>") -> Cluster:
         n = d["devices"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(file, f + ".devices", f"expected a positive integer, got {n!r}")
+        check_range("devices", n, file, f + ".devices", ConfigError)
         if not isinstance(d["link"], str) or not d["link"]:
             raise ConfigError(file, f + ".link", "expected the link's name (e.g. NVLink3)")
         dims.append(Dimension(d["name"], d["topology"], n, d["link"], d["collective"],
                               _param(d["bandwidth"], "bandwidth", file, f + ".bandwidth"),
                               _param(d["latency"], "time", file, f + ".latency")))
-    return Cluster(doc["name"], str(doc.get("description", "")), device, training, tuple(dims), file)
+    cl = Cluster(doc["name"], str(doc.get("description", "")), device, training, tuple(dims), file)
+    check_range("devices", cl.devices, file, "dimensions", ConfigError)  # their product
+    return cl
 
 
 def _zoo_dir() -> Path:

@@ -33,6 +33,7 @@ import numpy as np
 
 from sim import __version__
 from sim.errors import PrunesimError, TraceError
+from sim.limits import BUDGETS, check_range
 from sim.workload import Workload, workload_from_dict
 
 FORMAT = "prunesim-trace"
@@ -433,6 +434,44 @@ def _read_log(root: Path, meta: Any, mfile: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _load_manifest_json(mfile: Path) -> Any:
+    """The manifest's JSON, with its size and nesting bounded (sim/limits.py): json's recursive
+    decoder would otherwise end a deeply nested file in RecursionError."""
+    size = mfile.stat().st_size
+    if size > BUDGETS["json_bytes"].limit:
+        raise TraceError(mfile, None, f"{size:,} bytes: larger than the "
+                         f"{int(BUDGETS['json_bytes'].limit):,}-byte limit of a manifest")
+    depth = int(BUDGETS["json_depth"].limit)
+    try:
+        m = json.loads(mfile.read_text(encoding="utf-8"),
+                       parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"bad constant {c}")))
+    except RecursionError:
+        raise TraceError(mfile, None, f"nested deeper than {depth} levels") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceError(mfile, None, f"malformed JSON ({e})") from None
+    level = [m]
+    for _ in range(depth + 1):
+        level = [v for x in level if isinstance(x, (dict, list))
+                 for v in (x.values() if isinstance(x, dict) else x)]
+        if not level:
+            return m
+    raise TraceError(mfile, None, f"nested deeper than {depth} levels")
+
+
+def _check_iterations(m: dict, mfile: Path) -> None:
+    """`iterations`: a list of {iteration, epoch} (the writer always writes one)."""
+    its = m.get("iterations")
+    if not isinstance(its, list):
+        raise TraceError(mfile, "iterations", f"expected a list of {{iteration, epoch}}, got {its!r}")
+    for i, e in enumerate(its):
+        fld = f"iterations[{i}]"
+        if not isinstance(e, dict) or set(e) != {"iteration", "epoch"}:
+            raise TraceError(mfile, fld, f"expected {{iteration, epoch}}, got {e!r}")
+        for k in ("iteration", "epoch"):
+            v = _need(e, k, int, mfile, f"{fld}.{k}")
+            check_range("iteration_index", v, mfile, f"{fld}.{k}", TraceError)
+
+
 def open_trace(path: str | os.PathLike) -> Trace:
     """Open and validate a trace directory's manifest (tensors are checked when read)."""
     root = Path(path)
@@ -441,17 +480,13 @@ def open_trace(path: str | os.PathLike) -> Trace:
     mfile = root / MANIFEST
     if not mfile.is_file():
         raise TraceError(mfile, None, "missing: not a prunesim trace directory")
-    try:
-        m = json.loads(mfile.read_text(encoding="utf-8"),
-                       parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"bad constant {c}")))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TraceError(mfile, None, f"malformed JSON ({e})") from None
+    m = _load_manifest_json(mfile)
     if not isinstance(m, dict):
         raise TraceError(mfile, None, "expected a JSON object")
     if m.get("format") != FORMAT:
         raise TraceError(mfile, "format", f"expected {FORMAT!r}, got {m.get('format')!r}")
     ver = m.get("schema_version")
-    if ver != SCHEMA_VERSION:
+    if isinstance(ver, bool) or ver != SCHEMA_VERSION:  # true == 1 in Python
         raise TraceError(mfile, "schema_version", f"unknown schema version {ver!r} "
                          f"(this prunesim reads {SCHEMA_VERSION})")
     wdoc = _need(m, "workload", dict, mfile, "workload")  # outside the try: its field is final
@@ -461,10 +496,10 @@ def open_trace(path: str | os.PathLike) -> Trace:
         raise TraceError(mfile, f"workload.{e.field}" if e.field else "workload", e.message) from None
     batch = _need(m, "batch", int, mfile, "batch")
     sub = m.get("batch_subsample")
-    if batch < 1:
-        raise TraceError(mfile, "batch", f"must be >= 1, got {batch}")
+    check_range("batch", batch, mfile, "batch", TraceError)
     if sub is not None and (isinstance(sub, bool) or not isinstance(sub, int) or not 1 <= sub <= batch):
         raise TraceError(mfile, "batch_subsample", f"must be null or an integer in 1..{batch}, got {sub!r}")
+    _check_iterations(m, mfile)
     if not isinstance(m.get("provenance", {}), dict):
         raise TraceError(mfile, "provenance", "expected an object")
     recorded_batch = sub or batch
@@ -483,6 +518,8 @@ def open_trace(path: str | os.PathLike) -> Trace:
         kind = _need(r, "kind", str, mfile, fld + ".kind")
         if it < 0 or ep < 0:
             raise TraceError(mfile, fld, "iteration and epoch must be >= 0")
+        check_range("iteration_index", it, mfile, fld + ".iteration", TraceError)
+        check_range("iteration_index", ep, mfile, fld + ".epoch", TraceError)
         if layer not in layers:
             raise TraceError(mfile, fld + ".layer", f"layer {layer!r} is not in workload "
                              f"{workload.name}")

@@ -21,6 +21,7 @@ import datetime as _dt
 import hashlib
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -203,6 +204,8 @@ def fit_many(trace_paths: list[str | os.PathLike],
 
 
 def cmd_fit(args) -> int:
+    from sim.outputs import check_output
+    check_output(args.out, force=getattr(args, "force", False), field="--out")
     stats = fit_many(args.trace)
     write_stats(stats, args.out)
     print(f"fitted {len(stats.layers)} layers of {stats.provenance['workload']} "
@@ -297,7 +300,7 @@ def _round(v):
 def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: Stats | str | None = None,
           iterations: int = 1, seed: int = 0, dtype: str = "float32", *, subsample: int | None = None,
           force: bool = False, progress: Callable[[str], None] | None = None,
-          block_elems: int | None = None) -> Path:
+          block_elems: int | None = None, yes_large: bool = False) -> Path:
     """Write a synthetic dense trace: dO of every conv and FC layer, for each iteration.
 
     `subsample` records only the first S samples of each batch (like capture --subsample); the
@@ -333,13 +336,55 @@ def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: S
         "params": {name: {k: _round(v) for k, v in d.items() if k not in ("rule", "from", "t")}
                    for name, d in mapped.items()},
     }
-    n_layers = len(wl.layers)
     total_bytes = sum(int(np.prod(l.tensor_shapes(rec_batch)["dO"])) for l in wl.layers) \
         * np.dtype(dtype).itemsize * iterations
+    _check_size(out, wl, rec_batch, dtype, iterations, total_bytes, yes_large)
+    created: list[Path] = []
+    try:
+        return _write(out, wl, batch, prov, subsample, force, iterations, rec_batch, dtype, mapped,
+                      seed, block_elems, progress, total_bytes, created)
+    except BaseException as e:
+        # a failed synthesis leaves nothing that could pass for a trace (only what it created)
+        for d in created:
+            shutil.rmtree(d, ignore_errors=True)
+        if isinstance(e, (OSError, MemoryError)):
+            raise TraceError(out, None, f"synthesis failed ({type(e).__name__}: {e}); the partial "
+                             "trace was removed") from None
+        raise
+
+
+def _check_size(out, wl: Workload, rec_batch: int, dtype: str, iterations: int, total_bytes: int,
+                yes_large: bool) -> None:
+    """The whole trace's bytes against the budget and the free disk, the largest tensor (mapped
+    whole) against an address-space limit: refused before the directory is created."""
+    from sim.limits import check_budget, fmt_bytes, free_disk
+    what = f"{wl.name} at batch {rec_batch}, {iterations} iteration(s), {dtype}"
+    check_budget("synth_bytes", total_bytes, out, "--batch/--iterations", yes_large=yes_large,
+                 error=TraceError, what=what)
+    free = free_disk(out)
+    if free is not None and total_bytes > free:
+        raise TraceError(out, "--batch/--iterations", f"{what}: {fmt_bytes(total_bytes)} does not fit "
+                         f"the {fmt_bytes(free)} free on its disk")
+    largest = max(int(np.prod(l.tensor_shapes(rec_batch)["dO"])) for l in wl.layers) \
+        * np.dtype(dtype).itemsize
+    try:
+        import resource
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        cap = None
+    if cap not in (None, getattr(resource, "RLIM_INFINITY", None)) and largest > cap // 2:
+        raise TraceError(out, "--batch", f"{what}: its largest tensor ({fmt_bytes(largest)}) cannot "
+                         f"be mapped under the {fmt_bytes(cap)} address-space limit")
+
+
+def _write(out, wl, batch, prov, subsample, force, iterations, rec_batch, dtype, mapped, seed,
+           block_elems, progress, total_bytes, created: list[Path]) -> Path:
+    n_layers = len(wl.layers)
     written = 0
     t0 = time.perf_counter()
     with TraceWriter(out, wl, batch=batch, provenance=prov, batch_subsample=subsample,
                      overwrite=force) as tw:
+        created.append(tw.path)
         for it in range(iterations):
             for li, l in enumerate(wl.layers):
                 shape = l.tensor_shapes(rec_batch)["dO"]
@@ -367,7 +412,7 @@ def cmd_synth(args) -> int:
         cb = bar.callback if bar.enabled else (lambda s: print(s, file=sys.stderr, flush=True))
         path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
                      dtype=args.dtype, force=args.force, subsample=getattr(args, "subsample", None),
-                     progress=cb)
+                     progress=cb, yes_large=getattr(args, "yes_large", False))
     print(f"wrote synthetic trace {path} ({wl.name}, batch {args.batch}, {args.iterations} "
           f"iteration(s), seed {args.seed}, stats {stats.path}) in {time.perf_counter() - t0:.1f} s")
     return 0
