@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
-    p.add_argument("--gpus", type=_positive_int, default=None, help="use this many devices")
+    p.add_argument("--gpus", type=int, default=None,
+                   help="use this many devices (the outermost dimension grows or shrinks)")
     p.add_argument("--method", default="dense", help="method spec")
     p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
     p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")

@@ -21,7 +21,7 @@ def build_runs(args):
     cl = load_cluster(args.cluster)
     if args.hw:
         cl = replace(cl, device=replace(cl.device, hwconfig=args.hw))
-    if args.gpus:
+    if args.gpus is not None:
         cl = cl.with_devices(args.gpus)
     try:
         spec = parse_method(args.method)
