@@ -20,7 +20,7 @@ from analysis.tables import StreamTable, format_table
 from sim import __version__
 from sim.errors import ConfigError
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
-from sim.methods import MethodSpec, apply_method, parse_method, stream_key
+from sim.methods import MethodSpec, apply_method, parse_method, refuse_unused, stream_key
 from sim.methods.base import MethodResult, scale_work
 from sim.traces.format import Trace, open_trace
 from sim.traces.inspect import finite_or_none
@@ -45,6 +45,7 @@ def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
     for t in texts or DEFAULT_METHODS:
         try:
             spec = parse_method(t)
+            refuse_unused(spec, "replay")
         except ValueError as e:
             raise ConfigError(None, "--method", str(e)) from None
         if spec.id == "prunetrain":

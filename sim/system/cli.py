@@ -12,7 +12,7 @@ def _fmt_s(s: float) -> str:
 
 
 def build_runs(args):
-    from sim.methods import parse_method
+    from sim.methods import parse_method, refuse_unused
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, load_trajectory,
                                        parametric_trajectory, parse_model_spec, simulate_run)
@@ -25,6 +25,7 @@ def build_runs(args):
         cl = cl.with_devices(args.gpus)
     try:
         spec = parse_method(args.method)
+        refuse_unused(spec, "train")
     except ValueError as e:
         raise ConfigError(None, "--method", str(e)) from None
     ds = w.dataset or ""
