@@ -183,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=None,
                    help="use this many devices (the outermost dimension grows or shrinks)")
     p.add_argument("--method", default="dense", help="method spec")
-    p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
+    p.add_argument("--trajectory", default=None,
+                   help="PruneTrain channels: a trajectory file, 'model' (default: the lasso-dose "
+                        "model fitted to real runs) or 'model:keep=K,residual_keep=R,tau_frac=T'")
     p.add_argument("--batch", type=_positive_int, default=None, help="per-device mini-batch")
     p.add_argument("--epochs", type=_positive_int, default=None)
     p.add_argument("--accuracy", default=None,

@@ -21,13 +21,17 @@ from sim.system.lasso_runs import RunConfig, bar, run_one, write_run  # noqa: E4
 
 OUT = ROOT / "sim" / "data" / "prunetrain"
 
-# the bundled grid: 4 rho x 2 intervals on ResNet-20; rho extremes on ResNet-32 and VGG-11;
-# one ResNet-20 run with half the learning rate and one with twice the batch (what sets the speed)
-GRID = ([RunConfig("resnet20", r, i, epochs=100) for i in (5, 10) for r in (0.1, 0.2, 0.25, 0.3)]
-        + [RunConfig("resnet20", 0.2, 5, epochs=100, lr=0.05),
-           RunConfig("resnet20", 0.2, 5, epochs=100, batch=64)]
-        + [RunConfig("resnet32", r, 5, epochs=100) for r in (0.1, 0.25)]
-        + [RunConfig("vgg11-cifar", r, 5, size=32, epochs=30) for r in (0.1, 0.25)])
+# the bundled grid: ResNet-20 on digits at rho 0.3 / 0.25 / 0.2 / 0.1 (interval 5), two rho again at
+# interval 10, then the same dose reached two other ways (half the lr; twice the batch = half the
+# steps), then ResNet-32 and VGG-11. Batch 16 and a late lr decay (80 %, 90 %) buy lasso dose
+# lr*lambda*steps on a CPU budget: what sets the pruning speed (docs/system.md).
+_R20 = dict(epochs=60, batch=16, decay_at=(0.8, 0.9))
+GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25, 0.2, 0.1)]
+        + [RunConfig("resnet20", r, 10, **_R20) for r in (0.25, 0.2)]
+        + [RunConfig("resnet20", 0.25, 5, **{**_R20, "lr": 0.05}),
+           RunConfig("resnet20", 0.25, 5, **{**_R20, "batch": 32})]
+        + [RunConfig("resnet32", r, 5, **_R20) for r in (0.3, 0.1)]
+        + [RunConfig("vgg11-cifar", 0.25, 5, size=32, epochs=20, batch=16, decay_at=(0.8, 0.9))])
 
 
 def main(argv=None) -> int:

@@ -14,8 +14,9 @@ def _fmt_s(s: float) -> str:
 def build_runs(args):
     from sim.methods import parse_method, refuse_unused
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, load_trajectory,
-                                       parametric_trajectory, parse_model_spec, simulate_run)
+    from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, lasso_trajectory,
+                                       load_trajectory, parametric_trajectory, parse_model_spec,
+                                       simulate_run)
     from sim.workload import load_workload
     w = load_workload(args.workload)
     cl = load_cluster(args.cluster)
@@ -37,10 +38,18 @@ def build_runs(args):
     traj, dyn = None, None
     if spec.id == "prunetrain":
         t = args.trajectory
-        if t is None or t == "model" or t.startswith("model:"):
-            kw = parse_model_spec(t) if t else {}
-            traj = parametric_trajectory(w, epochs, spec.get("interval"), **kw)
+        if t is None or t == "model":
+            traj = lasso_trajectory(w, spec.get("rho"), spec.get("interval"), epochs,
+                                    batch * cl.devices)
+        elif t.startswith("model:"):
+            if "rho" in spec.given:
+                raise ConfigError(None, "--trajectory", "the parametric model (model:keep=...) has "
+                                  "no rho input: leave rho out or use --trajectory model")
+            traj = parametric_trajectory(w, epochs, spec.get("interval"), **parse_model_spec(t))
         else:
+            if set(spec.given) & {"rho", "interval"}:
+                raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
+                                  "and their epochs: rho and interval change nothing, leave them out")
             traj = load_trajectory(t, w)
         dyn = "device"
     elif args.trajectory:

@@ -41,16 +41,18 @@ class RunConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     seed: int = 0
+    decay_at: tuple[float, ...] = (0.5, 0.75)   # x0.1 at these fractions of the epochs
 
     @property
     def name(self) -> str:
         return (f"{self.workload}-{self.dataset}{self.size}-rho{self.rho:g}-i{self.interval}"
-                f"-e{self.epochs}-b{self.batch}-lr{self.lr:g}")
+                f"-e{self.epochs}-b{self.batch}-lr{self.lr:g}"
+                + ("" if self.decay_at == (0.5, 0.75) else "-d" + "_".join(f"{f:g}" for f in self.decay_at)))
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
-    """Step decay x0.1 at 50 % and 75 % of the epochs (the CIFAR ResNet schedule, scaled)."""
-    return cfg.lr * (0.1 ** ((epoch >= cfg.epochs // 2) + (epoch >= 3 * cfg.epochs // 4)))
+    """Step decay x0.1 at the fractions decay_at of the epochs (CIFAR ResNets: 0.5, 0.75)."""
+    return cfg.lr * 0.1 ** sum(epoch >= round(f * cfg.epochs) for f in cfg.decay_at)
 
 
 def run_one(cfg: RunConfig, progress=None) -> dict:
@@ -101,9 +103,12 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
         model, opt = pt.maybe_reconfigure(e, model, opt, n_train=n)
         if pt.reconfigurations and pt.reconfigurations[-1].epoch == e:
             points[e + 1] = {l.name: [l.c_in, l.c_out] for l in pt.workload.layers}
+        norms = _out_group_norms(model, pt.workload)
         per_epoch.append({"epoch": e, "lr": lr, "batch": batch_before, "steps": steps,
                           "ce": round(ce_sum / max(steps, 1), 5), "dose": dose,
-                          "kept": kept})
+                          "kept": kept, "out_norm_quantiles": {
+                              q: float(np.quantile(norms, q / 100)) if len(norms) else 0.0
+                              for q in (0, 10, 25, 50)}})
         if progress:
             progress(e + 1, cfg.epochs, time.time() - t0)
     with torch.no_grad():
@@ -115,12 +120,20 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
             "points": {e: p for e, p in points.items() if e < cfg.epochs},
             "run": {"rho": cfg.rho, "interval": cfg.interval, "dataset": cfg.dataset,
                     "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
-                    "batch": cfg.batch, "lr": cfg.lr, "lr_schedule": "x0.1 at 50% and 75%",
+                    "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
-                    "space_channels": chans0, "torch": torch.__version__},
+                    "space_channels": chans0, "torch": str(torch.__version__)},
             "per_epoch": per_epoch}
+
+
+def _out_group_norms(model, workload) -> np.ndarray:
+    """L2 norms of every conv output-channel group still in the network (progress to zero)."""
+    mods = model.prunesim_layer_modules
+    out = [mods[l.name].weight.detach().flatten(1).norm(dim=1).numpy()
+           for l in workload.layers if l.op == "conv"]
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def bar(label: str):

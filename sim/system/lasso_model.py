@@ -1,0 +1,252 @@
+"""PruneTrain channel-trajectory model with rho and the training schedule as inputs, fitted to the
+bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_runs.py).
+
+Why a lasso dose. SGD on CE + lambda*R moves every weight group against its norm by lr*lambda per
+step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
+hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
+pruning is the dimensionless dose
+
+    u(e) = sum over steps up to the end of epoch e of  lr_t * lambda / ((1 - momentum) * n0),
+    lambda = rho * CE0 / ((1 - rho) * R0),  n0 = R0 / G  (mean initial group norm),
+
+not epochs: the same u is reached with half the lr and twice the steps, and dynamic mini-batch
+(lr scaled with the batch, steps per epoch divided by it) leaves u per epoch unchanged. CE0 = ln
+(classes) and R0, G follow from the workload at PyTorch's default initialisation (kaiming-uniform,
+a = sqrt(5): an output-channel group of a conv has norm sqrt(1/3), an input-channel group
+sqrt(K / (3 C))); on the bundled ResNet-20 the analytic R0 is within 0.3 % of the measured one.
+
+Model of one channel space's kept fraction (plain spaces and residual nodes fitted separately: a
+residual node keeps a channel any of its convs still uses, the channel union):
+
+    keep(u) = k_inf + (1 - k_inf) * exp(-max(0, u - u_on) / u_scale),   k_inf = exp(-a * rho/(1-rho))
+
+u_on (the dose before the first group reaches 1e-4), u_scale and a are fitted by least squares to
+every run's per-epoch kept channels. Widths are sampled at reconfiguration epochs (every
+`interval` epochs), width = max(1, round(keep * C)); the network input and the classifier outputs
+are never pruned. No published Table 1 number enters the fit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from sim.errors import ConfigError
+from sim.methods.prunetrain import space_channels
+from sim.workload import Workload
+from sim.yamlio import load_yaml_file
+
+RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
+DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The training schedule that sets the lasso dose (global batch; lr at that batch)."""
+
+    samples: int
+    epochs: int
+    batch: int
+    lr: float
+    decay_epochs: tuple[int, ...]     # lr x0.1 from each of these epochs on
+    momentum: float = 0.9
+    source: str = ""
+
+    def lr_at(self, epoch: int) -> float:
+        return self.lr * 0.1 ** sum(epoch >= d for d in self.decay_epochs)
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.samples / self.batch)
+
+
+def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
+    """PruneTrain's schedules (VALIDATION.md C: 182 CIFAR epochs at batch 128, 90 ImageNet epochs at
+    256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly with the global batch, x0.1 at
+    50 % / 75 % (CIFAR, He et al. 2016 [U: their 164-epoch schedule, scaled]) or epochs 30 / 60 of 90
+    (ImageNet, Goyal et al. 2017 [U])."""
+    if dataset == "imagenet":
+        lr = 0.1 * global_batch / 256
+        dec = tuple(round(f * epochs) for f in (1 / 3, 2 / 3))
+        src = "ImageNet: lr 0.1 per 256, x0.1 at 1/3 and 2/3 of the epochs [U]"
+    else:
+        lr = 0.1 * global_batch / 128
+        dec = tuple(round(f * epochs) for f in (0.5, 0.75))
+        src = "CIFAR: lr 0.1 per 128, x0.1 at 50 % and 75 % of the epochs [U]"
+    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
+
+
+def init_group_norms(workload: Workload) -> tuple[float, int]:
+    """(R0, G): the group-lasso norm sum and the number of groups at PyTorch's default init."""
+    first = workload.layers[0].name
+    r, g = 0.0, 0
+    for l in workload.layers:
+        cin = l.c_in // l.groups
+        if l.op == "conv":
+            r += l.c_out * math.sqrt(1 / 3)
+            g += l.c_out
+            if l.name != first:
+                r += l.c_in * math.sqrt(l.c_out / (3 * cin * l.groups))
+                g += l.c_in
+        else:
+            r += l.c_in * math.sqrt(l.c_out / (3 * l.c_in))
+            g += l.c_in
+    return r, g
+
+
+def dose_per_epoch(workload: Workload, rho: float, sched: Schedule) -> np.ndarray:
+    """u at the end of every epoch (cumulative), from rho and the schedule."""
+    r0, g = init_group_norms(workload)
+    classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
+    lam = rho * math.log(classes) / ((1 - rho) * r0)
+    per = [sched.lr_at(e) * sched.steps_per_epoch() * lam for e in range(sched.epochs)]
+    return np.cumsum(per) / ((1 - sched.momentum) * r0 / g)
+
+
+# ------------------------------------------------------------------------------- the runs
+
+
+@dataclass(frozen=True)
+class RunData:
+    name: str
+    workload: str
+    rho: float
+    interval: int
+    u: np.ndarray                 # dose at each epoch end
+    keep_plain: np.ndarray        # kept fraction of plain-space channels at each epoch end
+    keep_residual: np.ndarray     # same, residual nodes
+    lr: float
+    batch: int
+
+
+def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
+    """The prunable channel spaces, split into plain and residual (channel union) ones."""
+    chans = space_channels(workload)
+    first, last = workload.layers[0], workload.layers[-1]
+    fixed = {first.in_space} | ({last.out_space} if last.op == "fc" else set())
+    residual = {l.residual_node for l in workload.layers if l.residual_node}
+    spaces = [s for s in chans if s not in fixed]
+    return [s for s in spaces if s not in residual], [s for s in spaces if s in residual]
+
+
+def read_run(path: Path) -> RunData:
+    from sim.workload import load_workload
+    doc = load_yaml_file(path, ConfigError)
+    f = str(path)
+    try:
+        run, per = doc["run"], doc["per_epoch"]
+        w = load_workload(doc["workload"])
+        plain, res = _kinds(w)
+        chans = space_channels(w)
+        _, g = init_group_norms(w)
+        n0 = float(run["first_group_norm"]) / g
+        u = np.array([p["dose"] for p in per]) / ((1 - run["momentum"]) * n0)
+        frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
+                                    if ss else 1.0 for p in per])
+        return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), u,
+                       frac(plain), frac(res), float(run["lr"]), int(run["batch"]))
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
+
+
+@lru_cache(maxsize=4)
+def bundled_runs(directory: str = str(RUNS_DIR)) -> tuple[RunData, ...]:
+    return tuple(read_run(p) for p in sorted(Path(directory).glob("*.yaml")))
+
+
+# ------------------------------------------------------------------------------- the fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    a_plain: float
+    a_residual: float
+    u_on: float
+    u_scale: float
+    runs: tuple[str, ...]
+    rms: float
+
+    def keep(self, rho: float, u: np.ndarray | float, residual: bool) -> np.ndarray:
+        a = self.a_residual if residual else self.a_plain
+        k_inf = math.exp(-a * rho / (1 - rho))
+        x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
+        return k_inf + (1 - k_inf) * np.exp(-x)
+
+
+def _residuals(p: np.ndarray, runs) -> np.ndarray:
+    fit = Fit(*np.abs(p), runs=(), rms=0.0)
+    out = []
+    for r in runs:
+        out.append(fit.keep(r.rho, r.u, False) - r.keep_plain)
+        out.append(fit.keep(r.rho, r.u, True) - r.keep_residual)
+    return np.concatenate(out)
+
+
+def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
+    """Least-squares fit of (a_plain, a_residual, u_on, u_scale) to the runs' kept fractions."""
+    from scipy.optimize import least_squares
+    runs = tuple(runs)
+    if not runs:
+        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
+    umax = max(float(r.u.max()) for r in runs)
+    best = None
+    for u_on in (0.0, 0.25 * umax, 0.5 * umax):
+        for a in (0.5, 2.0):
+            res = least_squares(_residuals, np.array([a, a, u_on, 0.2 * umax + 1e-3]),
+                                args=(runs,), bounds=([0, 0, 0, 1e-4], [50, 50, 10 * umax, 50 * umax]))
+            if best is None or res.cost < best.cost:
+                best = res
+    p = best.x
+    rms = float(np.sqrt(np.mean(_residuals(p, runs) ** 2)))
+    return Fit(float(p[0]), float(p[1]), float(p[2]), float(p[3]), tuple(r.name for r in runs), rms)
+
+
+@lru_cache(maxsize=4)
+def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
+    return fit_runs(bundled_runs(directory))
+
+
+def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
+    """For every rho: fit without its runs, predict them; RMS error of the kept fractions and the
+    final kept fraction (all channels) predicted vs measured."""
+    runs = tuple(runs or bundled_runs())
+    out = []
+    for rho in sorted({r.rho for r in runs}):
+        test = [r for r in runs if r.rho == rho]
+        train = [r for r in runs if r.rho != rho]
+        if not train:
+            continue
+        f = fit_runs(train)
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False) - r.keep_plain,
+                                              f.keep(r.rho, r.u, True) - r.keep_residual])
+                              for r in test])
+        out.append({"rho": rho, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
+                    "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
+                    "final_predicted": [round(float(f.keep(r.rho, r.u[-1], False)), 3)
+                                        for r in test]})
+    return out
+
+
+def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
+                     fit: Fit | None = None):
+    """Channel widths from each reconfiguration epoch on, from the fitted model."""
+    from sim.system.prunetrain import Trajectory
+    fit = fit or bundled_fit()
+    chans = space_channels(workload)
+    plain, res = _kinds(workload)
+    u = dose_per_epoch(workload, rho, sched)
+    pts = [(0, ())]
+    for e in range(interval, sched.epochs, interval):
+        width = dict(chans)
+        for s in plain + res:
+            k = float(fit.keep(rho, u[e - 1], s in res))
+            width[s] = max(1, round(chans[s] * k))
+        ws = []
+        for l in workload.layers:
+            cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
+            ws.append((l.name, cin, width[l.out_space]))
+        pts.append((e, tuple(ws)))
+    return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
+                                  f"interval={interval}, final dose u={u[-1]:.3g}; {sched.source})")
