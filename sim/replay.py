@@ -44,6 +44,9 @@ def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
     out = []
     for t in texts or DEFAULT_METHODS:
         try:
+            if "+" in str(t):
+                raise ValueError(f"combined method {t!r}: replay applies one method per column; "
+                                 "combinations with prunetrain run in `prunesim train`")
             spec = parse_method(t)
             refuse_unused(spec, "replay")
         except ValueError as e:

@@ -97,3 +97,39 @@ def test_bundled_run_files_load_as_trajectories():
         t = load_trajectory(f, wl)
         assert t.points and all(e % yaml.safe_load(f.read_text())["run"]["interval"] == 0
                                 for e, _ in t.points)
+
+
+def test_combination_equals_the_two_in_sequence(capsys):
+    """prunetrain+sdgp-mag in train = SDGP run on the network PruneTrain narrowed, epoch by epoch."""
+    import argparse
+    from sim.methods import parse_method
+    from sim.system.cli import build_runs
+    from sim.system.prunetrain import simulate_run
+    args = argparse.Namespace(workload="resnet20", cluster="prunetrain-v100-128", hw=None, gpus=4,
+                              method="prunetrain:rho=0.3,interval=5+sdgp-mag:nm=2:4",
+                              trajectory=None, epochs=40, batch=None)
+    w, cl, spec, run, dense = build_runs(args)
+    assert run.method == "prunetrain:interval=5,rho=0.3+sdgp-mag:nm=2:4"
+    traj = lasso_trajectory(w, 0.3, 5, 40, 128 * 4)
+    sdgp = parse_method("sdgp-mag:nm=2:4")
+    last = run.epochs[-1]
+    narrowed = apply_widths(w, traj.widths_at(last.epoch))
+    assert narrowed.macs() < w.macs()
+    alone = simulate_run(narrowed, cl, sdgp, epochs=1, batch=last.batch)
+    assert alone.epochs[0].iteration.seconds == pytest.approx(last.iteration.seconds, rel=1e-9)
+    assert alone.epochs[0].comm_bytes == last.comm_bytes
+    pt_only = simulate_run(w, cl, parse_method("prunetrain:rho=0.3,interval=5"), epochs=40,
+                           batch=128, trajectory=traj, dynamic_batch="device")
+    assert run.train_seconds != pt_only.train_seconds        # SDGP did act
+
+
+@pytest.mark.parametrize("spec,cmd", [("dbtd+sdgp-mag", "train"), ("prunetrain+prunetrain", "train"),
+                                      ("dense+prunetrain", "train"), ("prunetrain+sdgp-mag", "replay")])
+def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
+    from sim.cli import main
+    argv = (["train", "--workload", "resnet20", "--cluster", "gtx1080ti-11gb", "--epochs", "1"]
+            if cmd == "train" else ["replay", "traces/sample-resnet20-mnist5k", "--hw",
+                                    "a100-sxm4-40gb"])
+    rc = main(argv + ["--method", spec])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("prunesim: error:")

@@ -16,7 +16,7 @@ from sim.methods.nm import parse_nm
 from sim.methods.rng import stream_key
 from sim.workload import Layer
 
-__all__ = ["MethodSpec", "parse_method", "apply_method", "refuse_unused", "METHOD_IDS", "MethodResult",
+__all__ = ["MethodSpec", "parse_method", "parse_combination", "apply_method", "refuse_unused", "METHOD_IDS", "MethodResult",
            "stream_key"]
 
 
@@ -161,6 +161,32 @@ def refuse_unused(spec: MethodSpec, command: str) -> None:
     if bad:
         raise ValueError(f"{command} ignores {spec.id} parameter {bad[0]} ({ign[bad[0]]}): "
                          "leave it out")
+
+
+def parse_combination(text: str) -> tuple[MethodSpec, ...]:
+    """`a+b`: methods that compose (METHODS.md: PruneTrain's channel trajectory with one gradient
+    method on the remaining channels). One spec alone is a one-element tuple. Raises ValueError
+    for pairs that do not compose: two gradient methods (both rewrite dO or dW of the same layer),
+    or a method repeated."""
+    parts = [p.strip() for p in str(text).split("+")]
+    if any(not p for p in parts):
+        raise ValueError(f"empty method in combination {text!r}")
+    specs = tuple(parse_method(p) for p in parts)
+    if len(specs) == 1:
+        return specs
+    ids = [s.id for s in specs]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"method combination {text!r} repeats a method")
+    if "dense" in ids:
+        raise ValueError(f"method combination {text!r}: dense composes with nothing (it is the "
+                         "baseline)")
+    grad = [s.id for s in specs if s.id != "prunetrain"]
+    if len(grad) > 1:
+        raise ValueError(f"methods {' and '.join(grad)} do not compose: both rewrite the same "
+                         "layer's gradients (combine one of them with prunetrain)")
+    if len(specs) > 2:
+        raise ValueError(f"method combination {text!r}: at most prunetrain + one gradient method")
+    return specs
 
 
 def sdgp_prunes(layer: Layer) -> bool:

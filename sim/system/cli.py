@@ -12,7 +12,7 @@ def _fmt_s(s: float) -> str:
 
 
 def build_runs(args):
-    from sim.methods import parse_method, refuse_unused
+    from sim.methods import parse_combination, parse_method, refuse_unused
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (DEFAULT_BATCH, DEFAULT_EPOCHS, lasso_trajectory,
                                        load_trajectory, parametric_trajectory, parse_model_spec,
@@ -25,10 +25,15 @@ def build_runs(args):
     if args.gpus is not None:
         cl = cl.with_devices(args.gpus)
     try:
-        spec = parse_method(args.method)
-        refuse_unused(spec, "train")
+        specs = parse_combination(args.method)
+        for sp in specs:
+            refuse_unused(sp, "train")
     except ValueError as e:
         raise ConfigError(None, "--method", str(e)) from None
+    # prunetrain + a gradient method: the trajectory narrows the network, the other method acts
+    # on the remaining channels (simulate_run with the narrowed widths and that method)
+    pt = next((sp for sp in specs if sp.id == "prunetrain"), None)
+    spec = next((sp for sp in specs if sp.id != "prunetrain"), pt)
     ds = w.dataset or ""
     epochs = args.epochs or DEFAULT_EPOCHS.get(ds)
     batch = args.batch or DEFAULT_BATCH.get(ds)
@@ -36,18 +41,18 @@ def build_runs(args):
         raise ConfigError(w.origin, "dataset", f"no default epochs/batch for dataset {ds!r}: "
                           "give --epochs and --batch")
     traj, dyn = None, None
-    if spec.id == "prunetrain":
+    if pt is not None:
         t = args.trajectory
         if t is None or t == "model":
-            traj = lasso_trajectory(w, spec.get("rho"), spec.get("interval"), epochs,
+            traj = lasso_trajectory(w, pt.get("rho"), pt.get("interval"), epochs,
                                     batch * cl.devices)
         elif t.startswith("model:"):
-            if "rho" in spec.given:
+            if "rho" in pt.given:
                 raise ConfigError(None, "--trajectory", "the parametric model (model:keep=...) has "
                                   "no rho input: leave rho out or use --trajectory model")
-            traj = parametric_trajectory(w, epochs, spec.get("interval"), **parse_model_spec(t))
+            traj = parametric_trajectory(w, epochs, pt.get("interval"), **parse_model_spec(t))
         else:
-            if set(spec.given) & {"rho", "interval"}:
+            if set(pt.given) & {"rho", "interval"}:
                 raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
                                   "and their epochs: rho and interval change nothing, leave them out")
             traj = load_trajectory(t, w)
@@ -55,6 +60,8 @@ def build_runs(args):
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
     run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn)
+    if len(specs) > 1:
+        run = replace(run, method="+".join(sp.label for sp in specs))
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
     return w, cl, spec, run, dense
 
@@ -68,7 +75,7 @@ def cmd_train(args) -> int:
     tta = None
     if args.accuracy:
         tta = tta_report([e.seconds for e in run.epochs], [e.seconds for e in dense.epochs],
-                         load_curves(args.accuracy), spec.label, args.target)
+                         load_curves(args.accuracy), run.method, args.target)
     fallback = run.timing_source.startswith("roofline")
     if args.json:
         out = {"workload": w.name, "cluster": cl.name, "devices": cl.devices,
