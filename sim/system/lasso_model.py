@@ -21,7 +21,7 @@ residual node keeps a channel any of its convs still uses, the channel union):
     keep(u) = k_inf + (1 - k_inf) * exp(-max(0, u - u_on) / u_scale),   k_inf = exp(-a * rho/(1-rho))
 
 u_on (the dose before the first group reaches 1e-4), u_scale and a are fitted by least squares to
-every run's per-epoch kept channels. Widths are sampled at reconfiguration epochs (every
+every run's per-epoch kept channels (plain NumPy grid search, fit_runs). Widths are sampled at reconfiguration epochs (every
 `interval` epochs), width = max(1, round(keep * C)); the network input and the classifier outputs
 are never pruned. No published Table 1 number enters the fit.
 """
@@ -175,32 +175,49 @@ class Fit:
         return k_inf + (1 - k_inf) * np.exp(-x)
 
 
-def _residuals(p: np.ndarray, runs) -> np.ndarray:
-    fit = Fit(*np.abs(p), runs=(), rms=0.0)
-    out = []
-    for r in runs:
-        out.append(fit.keep(r.rho, r.u, False) - r.keep_plain)
-        out.append(fit.keep(r.rho, r.u, True) - r.keep_residual)
-    return np.concatenate(out)
+def _best_a(r: np.ndarray, e: np.ndarray, y: np.ndarray, grid: np.ndarray) -> tuple[float, float]:
+    """The a of `grid` minimising sum (k + (1-k) e - y)^2, k = exp(-a r): (a, sum of squares)."""
+    k = np.exp(-np.outer(grid, r))
+    sse = ((k + (1 - k) * e - y) ** 2).sum(axis=1)
+    i = int(np.argmin(sse))
+    return float(grid[i]), float(sse[i])
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
-    """Least-squares fit of (a_plain, a_residual, u_on, u_scale) to the runs' kept fractions."""
-    from scipy.optimize import least_squares
+    """Least squares over (u_on, u_scale) on a grid, a_plain and a_residual by 1-D search (the two
+    kinds' errors separate once u_on and u_scale are fixed); then a finer grid around the best.
+    Plain NumPy: `prunesim train` needs no SciPy."""
     runs = tuple(runs)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
-    umax = max(float(r.u.max()) for r in runs)
-    best = None
-    for u_on in (0.0, 0.25 * umax, 0.5 * umax):
-        for a in (0.5, 2.0):
-            res = least_squares(_residuals, np.array([a, a, u_on, 0.2 * umax + 1e-3]),
-                                args=(runs,), bounds=([0, 0, 0, 1e-4], [50, 50, 10 * umax, 50 * umax]))
-            if best is None or res.cost < best.cost:
-                best = res
-    p = best.x
-    rms = float(np.sqrt(np.mean(_residuals(p, runs) ** 2)))
-    return Fit(float(p[0]), float(p[1]), float(p[2]), float(p[3]), tuple(r.name for r in runs), rms)
+    u = np.concatenate([r.u for r in runs])
+    rr = np.concatenate([np.full(len(r.u), r.rho / (1 - r.rho)) for r in runs])
+    yp = np.concatenate([r.keep_plain for r in runs])
+    yr = np.concatenate([r.keep_residual for r in runs])
+    umax = float(u.max())
+
+    def search(on_grid, sc_grid, a_grid):
+        best = None
+        for on in on_grid:
+            for sc in sc_grid:
+                e = np.exp(-np.maximum(0.0, u - on) / sc)
+                ap, sp = _best_a(rr, e, yp, a_grid)
+                ar, sr = _best_a(rr, e, yr, a_grid)
+                if best is None or sp + sr < best[0]:
+                    best = (sp + sr, ap, ar, float(on), float(sc))
+        return best
+
+    best = search(np.linspace(0, umax, 41), umax * np.geomspace(0.01, 20, 41),
+                  np.geomspace(1e-3, 30, 121))
+    _, ap, ar, on, sc = best
+    best = search(np.linspace(max(0.0, on - umax / 40), on + umax / 40, 21),
+                  sc * np.geomspace(0.8, 1.25, 21),
+                  np.unique(np.concatenate([np.geomspace(1e-3, 30, 121),
+                                            np.geomspace(0.8, 1.25, 41) * ap,
+                                            np.geomspace(0.8, 1.25, 41) * ar])))
+    sse, ap, ar, on, sc = best
+    rms = math.sqrt(sse / (2 * len(u)))
+    return Fit(ap, ar, on, sc, tuple(r.name for r in runs), rms)
 
 
 @lru_cache(maxsize=4)
