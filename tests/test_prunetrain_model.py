@@ -133,3 +133,17 @@ def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
     rc = main(argv + ["--method", spec])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("prunesim: error:")
+
+
+def test_fit_recovers_known_parameters():
+    from sim.system.lasso_model import Fit, RunData, fit_runs
+    truth = Fit(1.5, 0.4, 3.0, 2.0, (), 0.0)
+    runs = []
+    for rho in (0.1, 0.2, 0.3):
+        u = np.linspace(0, 12 * rho / 0.3, 60)
+        runs.append(RunData(f"syn{rho}", "resnet20", rho, 5, u, truth.keep(rho, u, False),
+                            truth.keep(rho, u, True), 0.1, 16))
+    f = fit_runs(runs)
+    assert f.rms < 5e-3
+    assert f.a_plain == pytest.approx(1.5, rel=0.1) and f.a_residual == pytest.approx(0.4, rel=0.1)
+    assert f.u_on == pytest.approx(3.0, abs=0.3)
