@@ -137,13 +137,13 @@ def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
 
 def test_fit_recovers_known_parameters():
     from sim.system.lasso_model import Fit, RunData, fit_runs
-    truth = Fit(1.5, 0.4, 3.0, 2.0, (), 0.0)
+    truth = Fit(1.5, 0.4, 3.0, 2.0, (), 0.0, 1.0)
     runs = []
     for rho in (0.1, 0.2, 0.3):
-        u = np.linspace(0, 12 * rho / 0.3, 60)
-        runs.append(RunData(f"syn{rho}", "resnet20", rho, 5, u, truth.keep(rho, u, False),
-                            truth.keep(rho, u, True), 0.1, 16))
+        u = np.linspace(0, 12 * rho / 0.3, 60)      # clock with beta = 1: lrsteps * lam_n
+        runs.append(RunData(f"syn{rho}", "resnet20", rho, 5, u / rho, rho,
+                            truth.keep(rho, u, False), truth.keep(rho, u, True), 0.1, 16))
     f = fit_runs(runs)
-    assert f.rms < 5e-3
+    assert f.rms < 5e-3 and f.beta == 1.0
     assert f.a_plain == pytest.approx(1.5, rel=0.1) and f.a_residual == pytest.approx(0.4, rel=0.1)
     assert f.u_on == pytest.approx(3.0, abs=0.3)

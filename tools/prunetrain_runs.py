@@ -76,11 +76,11 @@ def report(directory: Path) -> int:
         k = np.minimum(r.keep_plain, r.keep_residual)
         i = int(np.argmax(k < 1.0)) if (k < 1.0).any() else None
         print(f"{r.name:52s} {('-' if i is None else str(i)):>17s} "
-              f"{('-' if i is None else f'{r.u[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
+              f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}")
     f = fit_runs(runs)
     print(f"fit: a_plain {f.a_plain:.3f}, a_residual {f.a_residual:.3f}, u_on {f.u_on:.2f}, "
-          f"u_scale {f.u_scale:.2f}, RMS {f.rms:.3f} over {len(runs)} runs")
+          f"u_scale {f.u_scale:.2f}, clock beta {f.beta:g}, RMS {f.rms:.3f} over {len(runs)} runs")
     for row in leave_one_rho_out(tuple(runs)):
         print(f"leave rho={row['rho']:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final kept "
               f"(plain) measured {row['final_measured']}, predicted {row['final_predicted']}")

@@ -39,6 +39,8 @@ from sim.methods.prunetrain import space_channels
 from sim.workload import Workload
 from sim.yamlio import load_yaml_file
 
+# exponents of lambda in the clock tried by the fit (1: the lasso dose; 0: lr-weighted steps)
+BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 
@@ -96,13 +98,18 @@ def init_group_norms(workload: Workload) -> tuple[float, int]:
     return r, g
 
 
-def dose_per_epoch(workload: Workload, rho: float, sched: Schedule) -> np.ndarray:
-    """u at the end of every epoch (cumulative), from rho and the schedule."""
+def lambda_per_norm(workload: Workload, rho: float) -> float:
+    """lambda / n0: lambda = rho CE0 / ((1 - rho) R0) over the mean initial group norm R0 / G."""
     r0, g = init_group_norms(workload)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
-    lam = rho * math.log(classes) / ((1 - rho) * r0)
-    per = [sched.lr_at(e) * sched.steps_per_epoch() * lam for e in range(sched.epochs)]
-    return np.cumsum(per) / ((1 - sched.momentum) * r0 / g)
+    return rho * math.log(classes) / ((1 - rho) * r0) / (r0 / g)
+
+
+def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0) -> np.ndarray:
+    """The clock at the end of every epoch (cumulative): sum lr*steps/(1-momentum) x
+    (lambda/n0)^beta. beta = 1 is the lasso dose u; beta = 0 counts lr-weighted steps only."""
+    per = [sched.lr_at(e) * sched.steps_per_epoch() for e in range(sched.epochs)]
+    return np.cumsum(per) / (1 - sched.momentum) * lambda_per_norm(workload, rho) ** beta
 
 
 # ------------------------------------------------------------------------------- the runs
@@ -114,11 +121,15 @@ class RunData:
     workload: str
     rho: float
     interval: int
-    u: np.ndarray                 # dose at each epoch end
+    lrsteps: np.ndarray           # sum lr*steps/(1-momentum) at each epoch end
+    lam_n: float                  # lambda / n0 of the run
     keep_plain: np.ndarray        # kept fraction of plain-space channels at each epoch end
     keep_residual: np.ndarray     # same, residual nodes
     lr: float
     batch: int
+
+    def u(self, beta: float) -> np.ndarray:
+        return self.lrsteps * self.lam_n ** beta
 
 
 def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
@@ -142,10 +153,11 @@ def read_run(path: Path) -> RunData:
         chans = space_channels(w)
         _, g = init_group_norms(w)
         n0 = float(run["first_group_norm"]) / g
-        u = np.array([p["dose"] for p in per]) / ((1 - run["momentum"]) * n0)
+        lam_n = float(run["lambda"]) / n0
+        lrsteps = np.cumsum([p["lr"] * p["steps"] for p in per]) / (1 - run["momentum"])
         frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
                                     if ss else 1.0 for p in per])
-        return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), u,
+        return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]))
     except (KeyError, TypeError, ZeroDivisionError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
@@ -167,6 +179,7 @@ class Fit:
     u_scale: float
     runs: tuple[str, ...]
     rms: float
+    beta: float = 1.0
 
     def keep(self, rho: float, u: np.ndarray | float, residual: bool) -> np.ndarray:
         a = self.a_residual if residual else self.a_plain
@@ -190,34 +203,36 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     runs = tuple(runs)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
-    u = np.concatenate([r.u for r in runs])
-    rr = np.concatenate([np.full(len(r.u), r.rho / (1 - r.rho)) for r in runs])
+    rr = np.concatenate([np.full(len(r.lrsteps), r.rho / (1 - r.rho)) for r in runs])
     yp = np.concatenate([r.keep_plain for r in runs])
     yr = np.concatenate([r.keep_residual for r in runs])
-    umax = float(u.max())
+    a0 = np.geomspace(1e-3, 30, 121)
+    out = None
+    for beta in BETAS:
+        u = np.concatenate([r.u(beta) for r in runs])
+        umax = float(u.max())
 
-    def search(on_grid, sc_grid, a_grid):
-        best = None
-        for on in on_grid:
-            for sc in sc_grid:
-                e = np.exp(-np.maximum(0.0, u - on) / sc)
-                ap, sp = _best_a(rr, e, yp, a_grid)
-                ar, sr = _best_a(rr, e, yr, a_grid)
-                if best is None or sp + sr < best[0]:
-                    best = (sp + sr, ap, ar, float(on), float(sc))
-        return best
+        def search(on_grid, sc_grid, a_grid):
+            best = None
+            for on in on_grid:
+                for sc in sc_grid:
+                    e = np.exp(-np.maximum(0.0, u - on) / sc)
+                    ap, sp = _best_a(rr, e, yp, a_grid)
+                    ar, sr = _best_a(rr, e, yr, a_grid)
+                    if best is None or sp + sr < best[0]:
+                        best = (sp + sr, ap, ar, float(on), float(sc))
+            return best
 
-    best = search(np.linspace(0, umax, 41), umax * np.geomspace(0.01, 20, 41),
-                  np.geomspace(1e-3, 30, 121))
-    _, ap, ar, on, sc = best
-    best = search(np.linspace(max(0.0, on - umax / 40), on + umax / 40, 21),
-                  sc * np.geomspace(0.8, 1.25, 21),
-                  np.unique(np.concatenate([np.geomspace(1e-3, 30, 121),
-                                            np.geomspace(0.8, 1.25, 41) * ap,
-                                            np.geomspace(0.8, 1.25, 41) * ar])))
-    sse, ap, ar, on, sc = best
-    rms = math.sqrt(sse / (2 * len(u)))
-    return Fit(ap, ar, on, sc, tuple(r.name for r in runs), rms)
+        _, ap, ar, on, sc = search(np.linspace(0, umax, 31), umax * np.geomspace(0.01, 20, 31), a0)
+        best = search(np.linspace(max(0.0, on - umax / 30), on + umax / 30, 11),
+                      sc * np.geomspace(0.8, 1.25, 11),
+                      np.unique(np.concatenate([a0, np.geomspace(0.8, 1.25, 31) * ap,
+                                                np.geomspace(0.8, 1.25, 31) * ar])))
+        if out is None or best[0] < out[0][0] - 1e-12:
+            out = (best, beta)
+    (sse, ap, ar, on, sc), beta = out
+    rms = math.sqrt(sse / (2 * len(yp)))
+    return Fit(ap, ar, on, sc, tuple(r.name for r in runs), rms, beta)
 
 
 @lru_cache(maxsize=4)
@@ -236,13 +251,13 @@ def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
         if not train:
             continue
         f = fit_runs(train)
-        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False) - r.keep_plain,
-                                              f.keep(r.rho, r.u, True) - r.keep_residual])
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u(f.beta), False) - r.keep_plain,
+                                              f.keep(r.rho, r.u(f.beta), True) - r.keep_residual])
                               for r in test])
         out.append({"rho": rho, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
-                    "final_predicted": [round(float(f.keep(r.rho, r.u[-1], False)), 3)
-                                        for r in test]})
+                    "final_predicted": [round(float(f.keep(r.rho, r.u(f.beta)[-1], False)), 3)
+                                        for r in test], "beta": f.beta})
     return out
 
 
@@ -253,7 +268,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
-    u = dose_per_epoch(workload, rho, sched)
+    u = dose_per_epoch(workload, rho, sched, fit.beta)
     pts = [(0, ())]
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
@@ -266,4 +281,5 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
             ws.append((l.name, cin, width[l.out_space]))
         pts.append((e, tuple(ws)))
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
-                                  f"interval={interval}, final dose u={u[-1]:.3g}; {sched.source})")
+                                  f"interval={interval}, clock beta={fit.beta:g} reaches "
+                                  f"{u[-1]:.3g}; {sched.source})")
