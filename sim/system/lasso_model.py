@@ -188,12 +188,12 @@ class Fit:
         return k_inf + (1 - k_inf) * np.exp(-x)
 
 
-def _best_a(r: np.ndarray, e: np.ndarray, y: np.ndarray, grid: np.ndarray) -> tuple[float, float]:
-    """The a of `grid` minimising sum (k + (1-k) e - y)^2, k = exp(-a r): (a, sum of squares)."""
-    k = np.exp(-np.outer(grid, r))
-    sse = ((k + (1 - k) * e - y) ** 2).sum(axis=1)
-    i = int(np.argmin(sse))
-    return float(grid[i]), float(sse[i])
+def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
+    """sum_i (k_i + (1 - k_i) e_ji - y_i)^2 for every a of a_grid (k = exp(-a rr)) and every row
+    j of e, as an (a, j) matrix: expanded into three matrix products."""
+    k = np.exp(-np.outer(a_grid, rr))
+    d, m = k - y, 1 - k
+    return ((d * d).sum(axis=1)[:, None] + 2 * (d * m) @ e.T + (m * m) @ (e * e).T)
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
@@ -213,21 +213,20 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
         umax = float(u.max())
 
         def search(on_grid, sc_grid, a_grid):
-            best = None
-            for on in on_grid:
-                for sc in sc_grid:
-                    e = np.exp(-np.maximum(0.0, u - on) / sc)
-                    ap, sp = _best_a(rr, e, yp, a_grid)
-                    ar, sr = _best_a(rr, e, yr, a_grid)
-                    if best is None or sp + sr < best[0]:
-                        best = (sp + sr, ap, ar, float(on), float(sc))
-            return best
+            on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
+            on, sc = on.ravel(), sc.ravel()
+            e = np.exp(-np.maximum(0.0, u[None, :] - on[:, None]) / sc[:, None])
+            sp, sr = _grid_sse(rr, e, yp, a_grid), _grid_sse(rr, e, yr, a_grid)
+            tot = sp.min(axis=0) + sr.min(axis=0)
+            j = int(np.argmin(tot))
+            return (float(tot[j]), float(a_grid[int(np.argmin(sp[:, j]))]),
+                    float(a_grid[int(np.argmin(sr[:, j]))]), float(on[j]), float(sc[j]))
 
-        _, ap, ar, on, sc = search(np.linspace(0, umax, 31), umax * np.geomspace(0.01, 20, 31), a0)
-        best = search(np.linspace(max(0.0, on - umax / 30), on + umax / 30, 11),
-                      sc * np.geomspace(0.8, 1.25, 11),
-                      np.unique(np.concatenate([a0, np.geomspace(0.8, 1.25, 31) * ap,
-                                                np.geomspace(0.8, 1.25, 31) * ar])))
+        _, ap, ar, on, sc = search(np.linspace(0, umax, 41), umax * np.geomspace(0.01, 20, 41), a0)
+        best = search(np.linspace(max(0.0, on - umax / 40), on + umax / 40, 21),
+                      sc * np.geomspace(0.8, 1.25, 21),
+                      np.unique(np.concatenate([a0, np.geomspace(0.8, 1.25, 41) * ap,
+                                                np.geomspace(0.8, 1.25, 41) * ar])))
         if out is None or best[0] < out[0][0] - 1e-12:
             out = (best, beta)
     (sse, ap, ar, on, sc), beta = out
