@@ -1,7 +1,7 @@
 """PruneTrain channel-trajectory model with rho and the training schedule as inputs, fitted to the
 bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_runs.py).
 
-Why a lasso dose. SGD on CE + lambda*R moves every weight group against its norm by lr*lambda per
+Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R moves every weight group against its norm by lr*lambda per
 step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
 hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
 pruning is the dimensionless dose
@@ -19,6 +19,9 @@ Model of one channel space's kept fraction (plain spaces and residual nodes fitt
 residual node keeps a channel any of its convs still uses, the channel union):
 
     keep(u) = k_inf + (1 - k_inf) * exp(-max(0, u - u_on) / u_scale),   k_inf = exp(-a * rho/(1-rho))
+
+with the clock u generalised to sum lr*steps/(1 - momentum) * (lambda/n0)^beta, beta fitted from
+BETAS (1: the dose above; 0: lr-weighted steps; the bundled runs give 0.25, docs/system.md).
 
 u_on (the dose before the first group reaches 1e-4), u_scale and a are fitted by least squares to
 every run's per-epoch kept channels (plain NumPy grid search, fit_runs). Widths are sampled at reconfiguration epochs (every
