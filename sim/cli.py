@@ -223,9 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "dataset, training-set size, epochs and batch)")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
-    p.add_argument("--gpus", type=_ranged("devices"), default=None, help="use this many devices")
+    p.add_argument("--gpus", type=int, default=None,
+                   help="use this many devices (the outermost dimension grows or shrinks; a count "
+                        "that does not fit the cluster's dimensions is one error line)")
     p.add_argument("--method", default="dense", help="method spec")
-    p.add_argument("--trajectory", default=None, help="PruneTrain channel trajectory file")
+    p.add_argument("--trajectory", default=None,
+                   help="PruneTrain channels: a trajectory file, 'model' (default: the lasso-dose "
+                        "model fitted to real runs) or 'model:keep=K,residual_keep=R,tau_frac=T'")
     p.add_argument("--batch", type=_ranged("batch"), default=None, help="per-device mini-batch")
     p.add_argument("--epochs", type=_ranged("epochs"), default=None)
     p.add_argument("--train-samples", type=_ranged("train_samples"), default=None,

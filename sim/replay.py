@@ -21,7 +21,7 @@ from sim import __version__
 from sim.errors import ConfigError
 from sim.engines.base import Unsupported, fallback_of, unsupported_reason
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
-from sim.methods import MethodSpec, apply_method, parse_method, stream_key
+from sim.methods import MethodSpec, apply_method, parse_method, refuse_unused, stream_key
 from sim.methods.base import MethodResult, scale_work
 from sim.traces.format import Trace, open_trace
 from sim.traces.inspect import finite_or_none
@@ -46,7 +46,11 @@ def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
     out = []
     for t in texts or DEFAULT_METHODS:
         try:
+            if "+" in str(t):
+                raise ValueError(f"combined method {t!r}: replay applies one method per column; "
+                                 "combinations with prunetrain run in `prunesim train`")
             spec = parse_method(t)
+            refuse_unused(spec, "replay")
         except ValueError as e:
             raise ConfigError(None, "--method", str(e)) from None
         if spec.id == "prunetrain":

@@ -90,10 +90,31 @@ def test_cluster_units_and_cut():
     assert c.dimensions[0].alpha == pytest.approx(3.4e-6)
     assert [d.devices for d in c.with_devices(16).dimensions] == [4, 4]
     assert [d.devices for d in c.with_devices(2).dimensions] == [2]
-    with pytest.raises(ConfigError, match="gpus"):
-        c.with_devices(6)
-    with pytest.raises(ConfigError):
-        c.with_devices(64)
+    assert [d.devices for d in c.with_devices(1).dimensions] == [1]
+    assert [d.devices for d in c.with_devices(64).dimensions] == [4, 16]   # grows the outer dim
+    for bad in (0, 3, 6, 18):
+        with pytest.raises(ConfigError, match="gpus"):
+            c.with_devices(bad)
+
+
+def test_prunetrain_cluster_covers_16_to_256():
+    c = load_cluster("prunetrain-v100-128")
+    for n in (16, 32, 64, 128, 256):
+        cut = c.with_devices(n)
+        assert cut.devices == n and cut.dimensions[0].devices == 4
+
+
+@pytest.mark.parametrize("gpus", ["0", "3", "130"])
+def test_train_bad_gpus_one_line(gpus, capsys):
+    from sim.cli import main
+    try:
+        rc = main(["train", "--workload", "resnet20", "--cluster", "prunetrain-v100-128",
+                   "--gpus", gpus, "--epochs", "1"])
+    except SystemExit as e:     # argparse refuses 0 itself
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prunesim: error:") and "gpus" in err[0]
 
 
 @pytest.mark.parametrize("path,value,field", [

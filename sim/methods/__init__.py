@@ -6,7 +6,7 @@ function of (spec, layer, tensor, random key, schedule position) returning a Met
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -16,7 +16,8 @@ from sim.methods.nm import parse_nm
 from sim.methods.rng import stream_key
 from sim.workload import Layer
 
-__all__ = ["MethodSpec", "parse_method", "apply_method", "METHOD_IDS", "MethodResult", "stream_key"]
+__all__ = ["MethodSpec", "parse_method", "parse_combination", "apply_method", "refuse_unused", "METHOD_IDS", "MethodResult",
+           "stream_key"]
 
 
 def _rate(v: str) -> float:
@@ -85,6 +86,9 @@ class MethodSpec:
 
     id: str
     params: tuple[tuple[str, Any], ...]
+    # the parameters the user wrote (the others are defaults): a command that ignores a parameter
+    # refuses it only when it was given (refuse_unused)
+    given: tuple[str, ...] = field(default=(), compare=False)
 
     def get(self, key: str) -> Any:
         return dict(self.params)[key]
@@ -111,6 +115,8 @@ def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSp
             k, eq, v = part.partition("=")
             if not eq:
                 raise ValueError(f"method parameter {part!r} must be key=value")
+            if k.strip() in raw:
+                raise ValueError(f"method {name} parameter {k.strip()!r} given twice in {text!r}")
             raw[k.strip()] = v.strip()
     for k, v in (overrides or {}).items():
         if v is not None:
@@ -125,9 +131,62 @@ def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSp
             out[k] = allowed[k][0](str(v))
         except ValueError as e:
             raise ValueError(f"method {name} parameter {k}={v!r}: {e}") from None
+    given = tuple(sorted(out))
     for k, (_, default) in allowed.items():
         out.setdefault(k, default)
-    return MethodSpec(name, tuple(sorted(out.items())))
+    return MethodSpec(name, tuple(sorted(out.items())), given)
+
+
+# parameters a command accepts but whose value cannot change its result, with the reason; a command
+# refuses them when written (tests/test_method_options.py walks every option through the commands)
+_NOT_MODELLED = "its per-layer effect is not modelled at system level"
+IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
+    "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED},
+              "topk": {"keep": _NOT_MODELLED},
+              "approx": {"schedule": _NOT_MODELLED},
+              "approx-topk": {"schedule": _NOT_MODELLED, "k": _NOT_MODELLED},
+              "sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
+    "replay": {"sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
+    "prune": {m: {"schedule": "prune applies the method to the one tensor given"}
+              for m in ("zero", "approx", "approx-topk")},
+}
+
+
+def refuse_unused(spec: MethodSpec, command: str) -> None:
+    """Raise ValueError if `spec` was given a parameter that `command` ignores (IGNORED_BY).
+
+    An option a command accepts must change its result, or the command refuses it."""
+    ign = IGNORED_BY.get(command, {}).get(spec.id, {})
+    bad = [k for k in spec.given if k in ign]
+    if bad:
+        raise ValueError(f"{command} ignores {spec.id} parameter {bad[0]} ({ign[bad[0]]}): "
+                         "leave it out")
+
+
+def parse_combination(text: str) -> tuple[MethodSpec, ...]:
+    """`a+b`: methods that compose (METHODS.md: PruneTrain's channel trajectory with one gradient
+    method on the remaining channels). One spec alone is a one-element tuple. Raises ValueError
+    for pairs that do not compose: two gradient methods (both rewrite dO or dW of the same layer),
+    or a method repeated."""
+    parts = [p.strip() for p in str(text).split("+")]
+    if any(not p for p in parts):
+        raise ValueError(f"empty method in combination {text!r}")
+    specs = tuple(parse_method(p) for p in parts)
+    if len(specs) == 1:
+        return specs
+    ids = [s.id for s in specs]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"method combination {text!r} repeats a method")
+    if "dense" in ids:
+        raise ValueError(f"method combination {text!r}: dense composes with nothing (it is the "
+                         "baseline)")
+    grad = [s.id for s in specs if s.id != "prunetrain"]
+    if len(grad) > 1:
+        raise ValueError(f"methods {' and '.join(grad)} do not compose: both rewrite the same "
+                         "layer's gradients (combine one of them with prunetrain)")
+    if len(specs) > 2:
+        raise ValueError(f"method combination {text!r}: at most prunetrain + one gradient method")
+    return specs
 
 
 def sdgp_prunes(layer: Layer) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import PrunesimError
-from sim.methods import apply_method, parse_method
+from sim.methods import apply_method, parse_method, refuse_unused
 from sim.methods.rng import stream_key
 from sim.outputs import check_output
 from sim.workload import Layer
@@ -67,6 +67,7 @@ def cmd_prune(args) -> int:
                  field="OUTPUT")
     try:
         spec = parse_method(args.method, {k: v for k, v in overrides.items() if v is not None})
+        refuse_unused(spec, "prune")
     except ValueError as e:
         raise TensorError(None, "--method", str(e)) from None
     if spec.id in ("random", "prunetrain"):

@@ -58,22 +58,28 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
 
 
 def build_runs(args):
-    from sim.methods import parse_method
+    from sim.methods import parse_combination, parse_method, refuse_unused
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
-                                       load_trajectory,
-                                       parametric_trajectory, parse_model_spec, simulate_run)
+                                       lasso_trajectory, load_trajectory, parametric_trajectory,
+                                       parse_model_spec, simulate_run)
     from sim.workload import load_workload
     w, d = _workload_and_defaults(args.workload)
     cl = load_cluster(args.cluster)
     if args.hw:
         cl = replace(cl, device=replace(cl.device, hwconfig=args.hw))
-    if args.gpus:
+    if args.gpus is not None:
         cl = cl.with_devices(args.gpus)
     try:
-        spec = parse_method(args.method)
+        specs = parse_combination(args.method)
+        for sp in specs:
+            refuse_unused(sp, "train")
     except ValueError as e:
         raise ConfigError(None, "--method", str(e)) from None
+    # prunetrain + a gradient method: the trajectory narrows the network, the other method acts
+    # on the remaining channels (simulate_run with the narrowed widths and that method)
+    pt = next((sp for sp in specs if sp.id == "prunetrain"), None)
+    spec = next((sp for sp in specs if sp.id != "prunetrain"), pt)
     ds = d.get("dataset") or w.dataset or ""
     epochs = args.epochs or d.get("epochs") or DEFAULT_EPOCHS.get(ds)
     batch = args.batch or d.get("batch") or DEFAULT_BATCH.get(ds)
@@ -85,12 +91,20 @@ def build_runs(args):
                                  "provenance records the training it ran)"))
     _check_inputs(args, w, cl, epochs, batch, samples)
     traj, dyn = None, None
-    if spec.id == "prunetrain":
+    if pt is not None:
         t = args.trajectory
-        if t is None or t == "model" or t.startswith("model:"):
-            kw = parse_model_spec(t) if t else {}
-            traj = parametric_trajectory(w, epochs, spec.get("interval"), **kw)
+        if t is None or t == "model":
+            traj = lasso_trajectory(w, pt.get("rho"), pt.get("interval"), epochs,
+                                    batch * cl.devices, samples)
+        elif t.startswith("model:"):
+            if "rho" in pt.given:
+                raise ConfigError(None, "--trajectory", "the parametric model (model:keep=...) has "
+                                  "no rho input: leave rho out or use --trajectory model")
+            traj = parametric_trajectory(w, epochs, pt.get("interval"), **parse_model_spec(t))
         else:
+            if set(pt.given) & {"rho", "interval"}:
+                raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
+                                  "and their epochs: rho and interval change nothing, leave them out")
             traj = load_trajectory(t, w)
         dyn = "device"
     elif args.trajectory:
@@ -103,12 +117,15 @@ def build_runs(args):
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
             max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine)
-        return w, cl, spec, args.prunetrain_split["run"], dense
-    if getattr(args, "max_global_batch", None):
+        run = args.prunetrain_split["run"]
+    elif getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
                           "(its dynamic mini-batch)")
-    run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, dynamic_batch=dyn,
-                       samples=samples, engine=engine)
+    else:
+        run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
+                           dynamic_batch=dyn, samples=samples, engine=engine)
+    if len(specs) > 1:
+        run = replace(run, method="+".join(sp.label for sp in specs))
     return w, cl, spec, run, dense
 
 
@@ -128,7 +145,7 @@ def cmd_train(args) -> int:
     tta = None
     if args.accuracy:
         tta = tta_report([e.seconds for e in run.epochs], [e.seconds for e in dense.epochs],
-                         load_curves(args.accuracy), spec.label, args.target)
+                         load_curves(args.accuracy), run.method, args.target)
     fallback = run.timing_source.startswith("roofline")
     split = getattr(args, "prunetrain_split", None)
     split_json = {k: v for k, v in split.items() if k != "run"} if split else None

@@ -21,7 +21,8 @@
 A dimension's `bandwidth` is what ONE device can send in that dimension, per direction (for a NIC
 shared by several devices, its share); `latency` is the per-step alpha of the alpha-beta model.
 The product of the dimensions' device counts is the cluster size; `with_devices(n)` keeps the
-inner dimensions whole and shrinks the outermost ones (16 GPUs of 4-GPU nodes = 4 nodes).
+inner dimensions whole and grows or shrinks the outermost one (16 GPUs of 4-GPU nodes = 4 nodes,
+256 = 64 nodes); fewer devices than one outer unit must divide it (1, 2 or 4 of a 4-GPU node).
 """
 from __future__ import annotations
 
@@ -96,16 +97,34 @@ class Cluster:
         return n
 
     def with_devices(self, n: int) -> "Cluster":
-        """The same cluster cut to n devices: inner dimensions whole, outer ones shrunk."""
-        if n < 1 or n > self.devices:
-            raise ConfigError(self.path, "gpus", f"{n} devices requested; the cluster has "
-                              f"{self.devices}")
+        """The same cluster with n devices. n >= one outermost unit (the product of the inner
+        dimensions): the outermost dimension grows or shrinks to n / unit (so a 32-node cluster
+        of 4-GPU nodes gives 16..256+ GPUs in whole nodes). n < unit: a divisor of the unit, cut
+        from the inner dimensions (inner ones kept whole first). Anything else is refused."""
+        unit = 1
+        for d in self.dimensions[:-1]:
+            unit *= d.devices
+        outer = self.dimensions[-1]
+        if n < 1:
+            raise ConfigError(self.path, "gpus", f"{n} devices requested; need at least 1")
+        check_range("devices", n, self.path, "gpus", error=ConfigError)
+        if n >= unit:
+            if n % unit:
+                raise ConfigError(self.path, "gpus", f"{n} devices are not a multiple of "
+                                  f"{unit}: the {outer.name} dimension joins whole units of "
+                                  + " x ".join(f"{d.devices} ({d.name})" for d in self.dimensions[:-1]))
+            if len(self.dimensions) > 1 and n == unit:
+                return replace(self, dimensions=self.dimensions[:-1])
+            return replace(self, dimensions=self.dimensions[:-1] + (replace(outer, devices=n // unit),))
+        if unit % n:
+            raise ConfigError(self.path, "gpus", f"{n} devices do not divide one {outer.name} unit "
+                              f"of {unit} devices: use a divisor of {unit} or a multiple of it")
         dims, left = [], n
-        for d in self.dimensions:
+        for d in self.dimensions[:-1]:
             if left <= 1:
                 break
             take = min(d.devices, left)
-            if left % take:
+            if left % take or d.devices % take:
                 raise ConfigError(self.path, "gpus", f"{n} devices do not fill whole "
                                   f"{d.name} groups of {d.devices}")
             dims.append(replace(d, devices=take))

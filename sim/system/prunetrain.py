@@ -89,6 +89,20 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
                                   f"tau_frac={tau_frac}, interval={interval})")
 
 
+def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
+                     global_batch: int, samples: int | None = None) -> Trajectory:
+    """The default PruneTrain trajectory: the lasso-dose model (sim.system.lasso_model) fitted to
+    the bundled real runs, with rho and the dataset's schedule as inputs."""
+    from sim.system.lasso_model import default_schedule, model_trajectory
+    ds = workload.dataset or ""
+    samples = samples or DATASET_SAMPLES.get(ds)
+    if samples is None:
+        raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
+                          f"{ds!r} (known: {', '.join(DATASET_SAMPLES)})")
+    return model_trajectory(workload, rho, interval,
+                            default_schedule(ds, epochs, global_batch, samples))
+
+
 def parse_model_spec(text: str) -> dict[str, float]:
     """'model' or 'model:keep=0.4,residual_keep=0.7,tau_frac=0.3' -> keyword arguments."""
     _, _, rest = text.partition(":")

@@ -1,0 +1,287 @@
+"""PruneTrain channel-trajectory model with rho and the training schedule as inputs, fitted to the
+bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_runs.py).
+
+Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R moves every weight group against its norm by lr*lambda per
+step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
+hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
+pruning is the dimensionless dose
+
+    u(e) = sum over steps up to the end of epoch e of  lr_t * lambda / ((1 - momentum) * n0),
+    lambda = rho * CE0 / ((1 - rho) * R0),  n0 = R0 / G  (mean initial group norm),
+
+not epochs: the same u is reached with half the lr and twice the steps, and dynamic mini-batch
+(lr scaled with the batch, steps per epoch divided by it) leaves u per epoch unchanged. CE0 = ln
+(classes) and R0, G follow from the workload at PyTorch's default initialisation (kaiming-uniform,
+a = sqrt(5): an output-channel group of a conv has norm sqrt(1/3), an input-channel group
+sqrt(K / (3 C))); on the bundled ResNet-20 the analytic R0 is within 0.3 % of the measured one.
+
+Model of one channel space's kept fraction (plain spaces and residual nodes fitted separately: a
+residual node keeps a channel any of its convs still uses, the channel union):
+
+    keep(u) = k_inf + (1 - k_inf) * exp(-max(0, u - u_on) / u_scale),   k_inf = exp(-a * rho/(1-rho))
+
+with the clock u generalised to sum lr*steps/(1 - momentum) * (lambda/n0)^beta, beta fitted from
+BETAS (1: the dose above; 0: lr-weighted steps; the bundled runs give 0.25, docs/system.md).
+
+u_on (the dose before the first group reaches 1e-4), u_scale and a are fitted by least squares to
+every run's per-epoch kept channels (plain NumPy grid search, fit_runs). Widths are sampled at reconfiguration epochs (every
+`interval` epochs), width = max(1, round(keep * C)); the network input and the classifier outputs
+are never pruned. No published Table 1 number enters the fit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from sim.errors import ConfigError
+from sim.methods.prunetrain import space_channels
+from sim.workload import Workload
+from sim.yamlio import load_yaml_file
+
+# exponents of lambda in the clock tried by the fit (1: the lasso dose; 0: lr-weighted steps)
+BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
+DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The training schedule that sets the lasso dose (global batch; lr at that batch)."""
+
+    samples: int
+    epochs: int
+    batch: int
+    lr: float
+    decay_epochs: tuple[int, ...]     # lr x0.1 from each of these epochs on
+    momentum: float = 0.9
+    source: str = ""
+
+    def lr_at(self, epoch: int) -> float:
+        return self.lr * 0.1 ** sum(epoch >= d for d in self.decay_epochs)
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.samples / self.batch)
+
+
+def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
+    """PruneTrain's schedules (VALIDATION.md C: 182 CIFAR epochs at batch 128, 90 ImageNet epochs at
+    256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly with the global batch, x0.1 at
+    50 % / 75 % (CIFAR, He et al. 2016 [U: their 164-epoch schedule, scaled]) or epochs 30 / 60 of 90
+    (ImageNet, Goyal et al. 2017 [U])."""
+    if dataset == "imagenet":
+        lr = 0.1 * global_batch / 256
+        dec = tuple(round(f * epochs) for f in (1 / 3, 2 / 3))
+        src = "ImageNet: lr 0.1 per 256, x0.1 at 1/3 and 2/3 of the epochs [U]"
+    else:
+        lr = 0.1 * global_batch / 128
+        dec = tuple(round(f * epochs) for f in (0.5, 0.75))
+        src = "CIFAR: lr 0.1 per 128, x0.1 at 50 % and 75 % of the epochs [U]"
+    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
+
+
+def init_group_norms(workload: Workload) -> tuple[float, int]:
+    """(R0, G): the group-lasso norm sum and the number of groups at PyTorch's default init."""
+    first = workload.layers[0].name
+    r, g = 0.0, 0
+    for l in workload.layers:
+        cin = l.c_in // l.groups
+        if l.op == "conv":
+            r += l.c_out * math.sqrt(1 / 3)
+            g += l.c_out
+            if l.name != first:
+                r += l.c_in * math.sqrt(l.c_out / (3 * cin * l.groups))
+                g += l.c_in
+        else:
+            r += l.c_in * math.sqrt(l.c_out / (3 * l.c_in))
+            g += l.c_in
+    return r, g
+
+
+def lambda_per_norm(workload: Workload, rho: float) -> float:
+    """lambda / n0: lambda = rho CE0 / ((1 - rho) R0) over the mean initial group norm R0 / G."""
+    r0, g = init_group_norms(workload)
+    classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
+    return rho * math.log(classes) / ((1 - rho) * r0) / (r0 / g)
+
+
+def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0) -> np.ndarray:
+    """The clock at the end of every epoch (cumulative): sum lr*steps/(1-momentum) x
+    (lambda/n0)^beta. beta = 1 is the lasso dose u; beta = 0 counts lr-weighted steps only."""
+    per = [sched.lr_at(e) * sched.steps_per_epoch() for e in range(sched.epochs)]
+    return np.cumsum(per) / (1 - sched.momentum) * lambda_per_norm(workload, rho) ** beta
+
+
+# ------------------------------------------------------------------------------- the runs
+
+
+@dataclass(frozen=True)
+class RunData:
+    name: str
+    workload: str
+    rho: float
+    interval: int
+    lrsteps: np.ndarray           # sum lr*steps/(1-momentum) at each epoch end
+    lam_n: float                  # lambda / n0 of the run
+    keep_plain: np.ndarray        # kept fraction of plain-space channels at each epoch end
+    keep_residual: np.ndarray     # same, residual nodes
+    lr: float
+    batch: int
+
+    def u(self, beta: float) -> np.ndarray:
+        return self.lrsteps * self.lam_n ** beta
+
+
+def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
+    """The prunable channel spaces, split into plain and residual (channel union) ones."""
+    chans = space_channels(workload)
+    first, last = workload.layers[0], workload.layers[-1]
+    fixed = {first.in_space} | ({last.out_space} if last.op == "fc" else set())
+    residual = {l.residual_node for l in workload.layers if l.residual_node}
+    spaces = [s for s in chans if s not in fixed]
+    return [s for s in spaces if s not in residual], [s for s in spaces if s in residual]
+
+
+def read_run(path: Path) -> RunData:
+    from sim.workload import load_workload
+    doc = load_yaml_file(path, ConfigError)
+    f = str(path)
+    try:
+        run, per = doc["run"], doc["per_epoch"]
+        w = load_workload(doc["workload"])
+        plain, res = _kinds(w)
+        chans = space_channels(w)
+        _, g = init_group_norms(w)
+        n0 = float(run["first_group_norm"]) / g
+        lam_n = float(run["lambda"]) / n0
+        lrsteps = np.cumsum([p["lr"] * p["steps"] for p in per]) / (1 - run["momentum"])
+        frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
+                                    if ss else 1.0 for p in per])
+        return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
+                       frac(plain), frac(res), float(run["lr"]), int(run["batch"]))
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
+
+
+@lru_cache(maxsize=4)
+def bundled_runs(directory: str = str(RUNS_DIR)) -> tuple[RunData, ...]:
+    return tuple(read_run(p) for p in sorted(Path(directory).glob("*.yaml")))
+
+
+# ------------------------------------------------------------------------------- the fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    a_plain: float
+    a_residual: float
+    u_on: float
+    u_scale: float
+    runs: tuple[str, ...]
+    rms: float
+    beta: float = 1.0
+
+    def keep(self, rho: float, u: np.ndarray | float, residual: bool) -> np.ndarray:
+        a = self.a_residual if residual else self.a_plain
+        k_inf = math.exp(-a * rho / (1 - rho))
+        x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
+        return k_inf + (1 - k_inf) * np.exp(-x)
+
+
+def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
+    """sum_i (k_i + (1 - k_i) e_ji - y_i)^2 for every a of a_grid (k = exp(-a rr)) and every row
+    j of e, as an (a, j) matrix: expanded into three matrix products."""
+    k = np.exp(-np.outer(a_grid, rr))
+    d, m = k - y, 1 - k
+    return ((d * d).sum(axis=1)[:, None] + 2 * (d * m) @ e.T + (m * m) @ (e * e).T)
+
+
+def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
+    """Least squares over (u_on, u_scale) on a grid, a_plain and a_residual by 1-D search (the two
+    kinds' errors separate once u_on and u_scale are fixed); then a finer grid around the best.
+    Plain NumPy: `prunesim train` needs no SciPy."""
+    runs = tuple(runs)
+    if not runs:
+        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
+    rr = np.concatenate([np.full(len(r.lrsteps), r.rho / (1 - r.rho)) for r in runs])
+    yp = np.concatenate([r.keep_plain for r in runs])
+    yr = np.concatenate([r.keep_residual for r in runs])
+    a0 = np.geomspace(1e-3, 30, 121)
+    out = None
+    for beta in BETAS:
+        u = np.concatenate([r.u(beta) for r in runs])
+        umax = float(u.max())
+
+        def search(on_grid, sc_grid, a_grid):
+            on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
+            on, sc = on.ravel(), sc.ravel()
+            e = np.exp(-np.maximum(0.0, u[None, :] - on[:, None]) / sc[:, None])
+            sp, sr = _grid_sse(rr, e, yp, a_grid), _grid_sse(rr, e, yr, a_grid)
+            tot = sp.min(axis=0) + sr.min(axis=0)
+            j = int(np.argmin(tot))
+            return (float(tot[j]), float(a_grid[int(np.argmin(sp[:, j]))]),
+                    float(a_grid[int(np.argmin(sr[:, j]))]), float(on[j]), float(sc[j]))
+
+        _, ap, ar, on, sc = search(np.linspace(0, umax, 41), umax * np.geomspace(0.01, 20, 41), a0)
+        best = search(np.linspace(max(0.0, on - umax / 40), on + umax / 40, 21),
+                      sc * np.geomspace(0.8, 1.25, 21),
+                      np.unique(np.concatenate([a0, np.geomspace(0.8, 1.25, 41) * ap,
+                                                np.geomspace(0.8, 1.25, 41) * ar])))
+        if out is None or best[0] < out[0][0] - 1e-12:
+            out = (best, beta)
+    (sse, ap, ar, on, sc), beta = out
+    rms = math.sqrt(sse / (2 * len(yp)))
+    return Fit(ap, ar, on, sc, tuple(r.name for r in runs), rms, beta)
+
+
+@lru_cache(maxsize=4)
+def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
+    return fit_runs(bundled_runs(directory))
+
+
+def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
+    """For every rho: fit without its runs, predict them; RMS error of the kept fractions and the
+    final kept fraction (all channels) predicted vs measured."""
+    runs = tuple(runs or bundled_runs())
+    out = []
+    for rho in sorted({r.rho for r in runs}):
+        test = [r for r in runs if r.rho == rho]
+        train = [r for r in runs if r.rho != rho]
+        if not train:
+            continue
+        f = fit_runs(train)
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u(f.beta), False) - r.keep_plain,
+                                              f.keep(r.rho, r.u(f.beta), True) - r.keep_residual])
+                              for r in test])
+        out.append({"rho": rho, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
+                    "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
+                    "final_predicted": [round(float(f.keep(r.rho, r.u(f.beta)[-1], False)), 3)
+                                        for r in test], "beta": f.beta})
+    return out
+
+
+def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
+                     fit: Fit | None = None):
+    """Channel widths from each reconfiguration epoch on, from the fitted model."""
+    from sim.system.prunetrain import Trajectory
+    fit = fit or bundled_fit()
+    chans = space_channels(workload)
+    plain, res = _kinds(workload)
+    u = dose_per_epoch(workload, rho, sched, fit.beta)
+    pts = [(0, ())]
+    for e in range(interval, sched.epochs, interval):
+        width = dict(chans)
+        for s in plain + res:
+            k = float(fit.keep(rho, u[e - 1], s in res))
+            width[s] = max(1, round(chans[s] * k))
+        ws = []
+        for l in workload.layers:
+            cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
+            ws.append((l.name, cin, width[l.out_space]))
+        pts.append((e, tuple(ws)))
+    return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
+                                  f"interval={interval}, clock beta={fit.beta:g} reaches "
+                                  f"{u[-1]:.3g}; {sched.source})")

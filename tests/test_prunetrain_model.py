@@ -1,0 +1,150 @@
+"""The lasso-dose PruneTrain trajectory model: its inputs (rho, schedule), the bundled real runs it
+is fitted to, and what `prunesim train` does with it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.system.lasso_model import (bundled_fit, bundled_runs, default_schedule, dose_per_epoch,
+                                    init_group_norms, leave_one_rho_out, model_trajectory)
+from sim.system.prunetrain import apply_widths, lasso_trajectory
+from sim.workload import load_workload
+
+
+def test_analytic_group_norm_matches_the_measured_one():
+    # R0 at PyTorch's default init, computed from the workload alone, vs the real runs' first R
+    runs = {p.name: p for p in bundled_runs()}
+    assert runs, "no bundled PruneTrain runs"
+    import yaml
+    from sim.system.lasso_model import RUNS_DIR
+    for f in sorted(RUNS_DIR.glob("*.yaml"))[:3]:
+        doc = yaml.safe_load(f.read_text())
+        r0, _ = init_group_norms(load_workload(doc["workload"]))
+        assert r0 == pytest.approx(doc["run"]["first_group_norm"], rel=0.02)
+
+
+def test_dose_is_invariant_to_the_global_batch_under_linear_lr_scaling():
+    w = load_workload("resnet20")
+    a = dose_per_epoch(w, 0.2, default_schedule("cifar10", 182, 128, 50_000))
+    b = dose_per_epoch(w, 0.2, default_schedule("cifar10", 182, 512, 50_000))
+    assert a[-1] == pytest.approx(b[-1], rel=0.01)
+    c = dose_per_epoch(w, 0.25, default_schedule("cifar10", 182, 128, 50_000))
+    assert c[-1] > a[-1]                                   # more rho, more lambda, more dose
+
+
+def test_runs_prune_and_more_rho_prunes_more():
+    runs = bundled_runs()
+    final = {}
+    for r in runs:
+        if r.workload == "resnet20" and r.lr == 0.1 and r.batch == 16 and r.interval == 5:
+            final[r.rho] = r.keep_plain[-1] * 0.5 + r.keep_residual[-1] * 0.5
+    assert len(final) >= 2
+    rhos = sorted(final)
+    assert final[rhos[-1]] < 1.0                            # the lasso did zero channels
+    assert final[rhos[-1]] <= final[rhos[0]]
+
+
+def test_model_rho_direction_and_io_kept():
+    w = load_workload("resnet50-imagenet")
+    t20 = lasso_trajectory(w, 0.2, 5, 90, 256)
+    t25 = lasso_trajectory(w, 0.25, 5, 90, 256)
+    m20 = apply_widths(w, t20.widths_at(89)).macs()
+    m25 = apply_widths(w, t25.widths_at(89)).macs()
+    assert m25 < m20 < w.macs()
+    last = t25.widths_at(89)
+    assert last[w.layers[0].name][0] == 3 and last[w.layers[-1].name][1] == 1000
+    # widths change only at reconfiguration epochs
+    assert all(e % 5 == 0 for e, _ in t25.points)
+
+
+def test_leave_one_rho_out_runs():
+    rows = leave_one_rho_out()
+    assert len(rows) >= 2
+    for r in rows:
+        assert 0 <= r["rms"] < 0.5 and len(r["final_measured"]) == r["runs"]
+
+
+def test_train_rho_changes_flops_batch_and_comm(capsys):
+    from sim.cli import main
+    out = {}
+    for rho in ("0.2", "0.25"):
+        assert main(["train", "--workload", "resnet20", "--cluster", "prunetrain-v100-128",
+                     "--gpus", "16", "--epochs", "40", "--method", f"prunetrain:rho={rho}",
+                     "--json"]) == 0
+        out[rho] = json.loads(capsys.readouterr().out)["method"]
+    assert out["0.25"]["flops"] < out["0.2"]["flops"]
+    assert out["0.25"]["comm_bytes"] < out["0.2"]["comm_bytes"]
+
+
+def test_trajectory_file_with_rho_is_refused(tmp_path, capsys):
+    from sim.cli import main
+    f = tmp_path / "t.yaml"
+    f.write_text("schema: 1\nworkload: resnet20\npoints: {0: {}}\n")
+    rc = main(["train", "--workload", "resnet20", "--cluster", "gtx1080ti-11gb", "--epochs", "2",
+               "--method", "prunetrain:rho=0.3", "--trajectory", str(f)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "rho" in err[0]
+
+
+def test_bundled_run_files_load_as_trajectories():
+    import yaml
+    from sim.system.lasso_model import RUNS_DIR
+    from sim.system.prunetrain import load_trajectory
+    wls = {}
+    for f in sorted(RUNS_DIR.glob("*.yaml"))[:4]:
+        doc = yaml.safe_load(f.read_text())
+        wl = wls.setdefault(doc["workload"], load_workload(doc["workload"]))
+        t = load_trajectory(f, wl)
+        assert t.points and all(e % doc["run"]["interval"] == 0 for e, _ in t.points)
+
+
+def test_combination_equals_the_two_in_sequence(capsys):
+    """prunetrain+sdgp-mag in train = SDGP run on the network PruneTrain narrowed, epoch by epoch."""
+    import argparse
+    from sim.methods import parse_method
+    from sim.system.cli import build_runs
+    from sim.system.prunetrain import simulate_run
+    args = argparse.Namespace(workload="resnet20", cluster="prunetrain-v100-128", hw=None, gpus=4,
+                              method="prunetrain:rho=0.3,interval=5+sdgp-mag:nm=2:4",
+                              trajectory=None, epochs=40, batch=None)
+    w, cl, spec, run, dense = build_runs(args)
+    assert run.method == "prunetrain:interval=5,rho=0.3+sdgp-mag:nm=2:4"
+    traj = lasso_trajectory(w, 0.3, 5, 40, 128 * 4)
+    sdgp = parse_method("sdgp-mag:nm=2:4")
+    last = run.epochs[-1]
+    narrowed = apply_widths(w, traj.widths_at(last.epoch))
+    assert narrowed.macs() < w.macs()
+    alone = simulate_run(narrowed, cl, sdgp, epochs=1, batch=last.batch)
+    assert alone.epochs[0].iteration.seconds == pytest.approx(last.iteration.seconds, rel=1e-9)
+    assert alone.epochs[0].comm_bytes == last.comm_bytes
+    pt_only = simulate_run(w, cl, parse_method("prunetrain:rho=0.3,interval=5"), epochs=40,
+                           batch=128, trajectory=traj, dynamic_batch="device")
+    assert run.train_seconds != pt_only.train_seconds        # SDGP did act
+
+
+@pytest.mark.parametrize("spec,cmd", [("dbtd+sdgp-mag", "train"), ("prunetrain+prunetrain", "train"),
+                                      ("dense+prunetrain", "train"), ("prunetrain+sdgp-mag", "replay")])
+def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
+    from sim.cli import main
+    argv = (["train", "--workload", "resnet20", "--cluster", "gtx1080ti-11gb", "--epochs", "1"]
+            if cmd == "train" else ["replay", "traces/sample-resnet20-mnist5k", "--hw",
+                                    "a100-sxm4-40gb"])
+    rc = main(argv + ["--method", spec])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("prunesim: error:")
+
+
+def test_fit_recovers_known_parameters():
+    from sim.system.lasso_model import Fit, RunData, fit_runs
+    truth = Fit(1.5, 0.4, 3.0, 2.0, (), 0.0, 1.0)
+    runs = []
+    for rho in (0.1, 0.2, 0.3):
+        u = np.linspace(0, 12 * rho / 0.3, 60)      # clock with beta = 1: lrsteps * lam_n
+        runs.append(RunData(f"syn{rho}", "resnet20", rho, 5, u / rho, rho,
+                            truth.keep(rho, u, False), truth.keep(rho, u, True), 0.1, 16))
+    f = fit_runs(runs)
+    assert f.rms < 5e-3 and f.beta == 1.0
+    assert f.a_plain == pytest.approx(1.5, rel=0.1) and f.a_residual == pytest.approx(0.4, rel=0.1)
+    assert f.u_on == pytest.approx(3.0, abs=0.3)

@@ -1,0 +1,91 @@
+#!/usr/bin/env python
+"""Rerun the bundled real PruneTrain (group lasso) runs that the trajectory model is fitted to.
+
+    python tools/prunetrain_runs.py                 # every bundled run, skipping existing files
+    python tools/prunetrain_runs.py --force --only resnet20   # rerun a subset
+    python tools/prunetrain_runs.py --list
+
+Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
+single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sim.system.lasso_runs import RunConfig, bar, run_one, write_run  # noqa: E402
+
+OUT = ROOT / "sim" / "data" / "prunetrain"
+
+# the bundled grid: ResNet-20 on digits at rho 0.3 / 0.25 / 0.2 / 0.1 (interval 5), two rho again at
+# interval 10, then the same dose reached two other ways (half the lr; twice the batch = half the
+# steps), then ResNet-32. VGG-11 needs 32 x 32 inputs (five 2x2 pools), ~50 min a run on one
+# core: not bundled. Batch 16 and a late lr decay (80 %, 90 %) buy lasso dose lr*lambda*steps on a
+# CPU budget: what sets the pruning speed (docs/system.md).
+_R20 = dict(epochs=60, batch=16, decay_at=(0.8, 0.9))
+GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
+        + [RunConfig("resnet20", 0.25, 5, **{**_R20, "lr": 0.05}),
+           RunConfig("resnet20", 0.25, 5, **{**_R20, "batch": 32})]
+        + [RunConfig("resnet20", r, 5, **_R20) for r in (0.2, 0.1)]
+        + [RunConfig("resnet20", r, 10, **_R20) for r in (0.25, 0.2)]
+        + [RunConfig("resnet32", r, 5, **_R20) for r in (0.3, 0.1)])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="run only configurations whose name contains this")
+    ap.add_argument("--force", action="store_true", help="rerun existing files")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--report", action="store_true",
+                    help="print the bundled runs (epoch and dose of the first zeroed channel, final "
+                         "kept fractions), the model fit and the leave-one-rho-out check")
+    a = ap.parse_args(argv)
+    if a.report:
+        return report(a.out)
+    todo = [c for c in GRID if not a.only or a.only in c.name]
+    if a.list:
+        for c in todo:
+            print(c.name, "(exists)" if (a.out / f"{c.name}.yaml").exists() else "")
+        return 0
+    import torch
+    torch.set_num_threads(a.threads)
+    for k, c in enumerate(todo, 1):
+        f = a.out / f"{c.name}.yaml"
+        if f.exists() and not a.force:
+            print(f"[{k}/{len(todo)}] {c.name}: exists, skipped")
+            continue
+        doc = run_one(c, progress=bar(f"[{k}/{len(todo)}] {c.name}"))
+        write_run(doc, f)
+        print(f"  -> {f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: "
+              f"{doc['run']['seconds']} s, val acc {doc['run']['val_accuracy']:.3f}")
+    return 0
+
+
+def report(directory: Path) -> int:
+    import numpy as np
+    from sim.system.lasso_model import fit_runs, leave_one_rho_out, read_run
+    runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
+    print(f"{'run':52s} {'first zero: epoch':>17s} {'u':>6s}   final kept plain / residual")
+    for r in runs:
+        k = np.minimum(r.keep_plain, r.keep_residual)
+        i = int(np.argmax(k < 1.0)) if (k < 1.0).any() else None
+        print(f"{r.name:52s} {('-' if i is None else str(i)):>17s} "
+              f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
+              f"{r.keep_residual[-1]:.3f}")
+    f = fit_runs(runs)
+    print(f"fit: a_plain {f.a_plain:.3f}, a_residual {f.a_residual:.3f}, u_on {f.u_on:.2f}, "
+          f"u_scale {f.u_scale:.2f}, clock beta {f.beta:g}, RMS {f.rms:.3f} over {len(runs)} runs")
+    for row in leave_one_rho_out(tuple(runs)):
+        print(f"leave rho={row['rho']:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final kept "
+              f"(plain) measured {row['final_measured']}, predicted {row['final_predicted']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
