@@ -388,7 +388,7 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
     from sim.replay import DEFAULT_GPUS, system_level_available, trace_training_defaults
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
-                                       parametric_trajectory, simulate_run)
+                                       lasso_trajectory, simulate_run)
     from sim.workload import load_workload
     d: dict = {}
     if trace is not None:
@@ -409,8 +409,8 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
     out, left_out = [], []
     for m in _uniq(["dense", *methods]):
         spec = parse_method(m)
-        traj = parametric_trajectory(w, epochs, spec.get("interval")) if spec.id == "prunetrain" \
-            else None
+        traj = lasso_trajectory(w, spec.get("rho"), spec.get("interval"), epochs,
+                                batch * cl.devices, samples) if spec.id == "prunetrain" else None
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
                            samples=samples)
         if not system_level_available(run):
