@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "dataset, training-set size, epochs and batch)")
     p.add_argument("--cluster", required=True, help="cluster YAML or bundled name")
     p.add_argument("--hw", default=None, help="device hwconfig (default: the cluster's)")
-    p.add_argument("--gpus", type=int, default=None,
+    p.add_argument("--gpus", type=_ranged("devices"), default=None,
                    help="use this many devices (the outermost dimension grows or shrinks; a count "
                         "that does not fit the cluster's dimensions is one error line)")
     p.add_argument("--method", default="dense", help="method spec")
