@@ -212,7 +212,9 @@ def cmd_replay(args) -> int:
     totals = Totals(trace, methods, engines, seed)
     rows_out = []
     layer_rows = []
-    with warnings.catch_warnings(record=True) as caught:
+    from sim.engines.cli import cache_model_for
+    with warnings.catch_warnings(record=True) as caught, \
+            cache_model_for(args, {hw.kind for hw, _ in engines}):
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
