@@ -359,10 +359,10 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
 
 
 def _miss_of_bins(bins: np.ndarray, size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
-    out = np.zeros(bins.shape, np.float64)
-    real = bins != NONE
-    out[real] = miss_probability(bin_distance(bins[real]), size_bytes, ways, line, run)
-    return out
+    # one probability per bin code (512 of them), then a gather: the profile has far more rows
+    table = miss_probability(bin_distance(np.arange(NONE + 1)), size_bytes, ways, line, run)
+    table[NONE] = 0.0
+    return table[bins]
 
 
 def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
