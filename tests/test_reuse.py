@@ -26,11 +26,11 @@ def test_sequential_links_match_reference():
     ids = np.where(rng.random(600) < 0.2, rng.integers(0, 100, 600), base)
     thread = rng.integers(0, 2, 600)
     d = rs.stack_distances(ids, 100)
-    link, between = rs.sequential_links(ids, thread, 100, d, 8)
-    rlink, rbetween = rs.sequential_links_ref(ids, thread, d, 8)
-    assert (link >= 0).sum() > 50
-    np.testing.assert_array_equal(link, rlink)
-    np.testing.assert_array_equal(between, rbetween)
+    got = rs.sequential_links(ids, thread, 100, d, 8)
+    ref = rs.sequential_links_ref(ids, thread, d, 8)
+    assert (got[0] >= 0).sum() > 50 and got[2].max() >= 2
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
 
 
 def test_distance_bins_round_trip():
@@ -99,17 +99,15 @@ def test_profile_l1_misses_within_3_percent(hw, prod):
     assert abs(miss(pr) / miss(ex) - 1) <= 0.03
 
 
-@pytest.mark.parametrize("prod", PRODUCTS)
-def test_profile_seconds_within_2_percent_pi(prod):
-    ex, pr = _both("rpi4b", prod)
-    assert abs(pr[0] / ex[0] - 1) <= 0.02
+KNOWN_MISS = pytest.mark.xfail(strict=True, reason="known gap: 2.6% slow on the Xeon for this "
+                               "product (docs/engines/cpu.md)")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: on the Xeon (register kernel, 20-line "
-                   "prefetch distance) the profile misses the exact prefetcher's extra L3 "
-                   "traffic and predicts 10-15% less time (docs/engines/cpu.md)")
-def test_profile_seconds_within_2_percent_xeon():
-    ex, pr = _both("xeon-e5-2680v4", PRODUCTS[1])
+@pytest.mark.parametrize("hw,prod", [("rpi4b", p) for p in PRODUCTS]
+                         + [pytest.param("xeon-e5-2680v4", PRODUCTS[0], marks=KNOWN_MISS)]
+                         + [("xeon-e5-2680v4", p) for p in PRODUCTS[1:]])
+def test_profile_seconds_within_2_percent(hw, prod):
+    ex, pr = _both(hw, prod)
     assert abs(pr[0] / ex[0] - 1) <= 0.02
 
 

@@ -194,11 +194,12 @@ def sequential_links(ids, thread, n_ids, d_private, far):
     other streams ran: the prefetcher's stream table keeps it), else -1; and how many runs were
     started in between by accesses at stack distance >= far or first touches (only L1 misses
     allocate streams; `far` stands for the L1's capacity in lines), since a stream table of fewer
-    entries has forgotten the stream by then."""
+    entries has forgotten the stream by then; and the access's position in its run."""
     n = ids.shape[0]
     last = np.full(n_ids, -1, np.int64)
     link = np.full(n, -1, np.int64)
     between = np.zeros(n, np.int64)
+    pos = np.zeros(n, np.int64)
     started = np.zeros(n + 1, np.int64)         # runs started before access i
     for i in range(n):
         x = ids[i]
@@ -206,13 +207,14 @@ def sequential_links(ids, thread, n_ids, d_private, far):
         if p >= 0 and thread[p] == thread[i] and p > last[x]:
             link[i] = p
             between[i] = started[i] - started[p + 1]
+            pos[i] = pos[p] + 1 if between[i] < RAMP_KEPT else 1
             started[i + 1] = started[i]
         elif d_private[i] < 0 or d_private[i] >= far:
             started[i + 1] = started[i] + 1
         else:
             started[i + 1] = started[i]
         last[x] = i
-    return link, between
+    return link, between, pos
 
 
 def sequential_links_ref(ids: np.ndarray, thread: np.ndarray, d_private: np.ndarray,
@@ -221,16 +223,18 @@ def sequential_links_ref(ids: np.ndarray, thread: np.ndarray, d_private: np.ndar
     last: dict[int, int] = {}
     link = np.full(len(ids), -1, np.int64)
     between = np.zeros(len(ids), np.int64)
+    pos = np.zeros(len(ids), np.int64)
     starts: list[int] = []
     for i, x in enumerate(ids.tolist()):
         p = last.get(x - 1, -1)
         if p >= 0 and thread[p] == thread[i] and p > last.get(x, -1):
             link[i] = p
             between[i] = sum(1 for s in starts if p < s < i)
+            pos[i] = pos[p] + 1 if between[i] < RAMP_KEPT else 1
         elif d_private[i] < 0 or d_private[i] >= far:
             starts.append(i)
         last[x] = i
-    return link, between
+    return link, between, pos
 
 
 # distances are kept in bins: exact below EXACT_BELOW, then BINS_PER_OCTAVE per factor of two
@@ -242,6 +246,10 @@ COLD, NONE = 510, 511
 # run starts farther than this count as L1 misses when deciding whether the prefetcher's stream
 # table still holds a stream (512 lines: a 32 KiB L1 of 64 B lines, both bundled CPUs')
 FAR_LINES = 512
+# a run resumed after this many other runs started counts its prefetch ramp from the start again
+# (an approximation: the exact prefetcher keeps a stream's lookahead while its table entry lives,
+# but a stream that waited that long has usually lost its prefetched lines and its entry)
+RAMP_KEPT = 16
 
 
 def distance_bin(d: np.ndarray) -> np.ndarray:
@@ -276,7 +284,9 @@ class Profile:
     b_private: np.ndarray
     b_shared: np.ndarray
     b_run: np.ndarray
+    b_prev: np.ndarray
     runs_between: np.ndarray
+    run_pos: np.ndarray
     weight: np.ndarray
     n_slots: int
     accesses_walked: int
@@ -285,8 +295,8 @@ class Profile:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.slots, self.b_private, self.b_shared, self.b_run,
-                                      self.runs_between, self.weight))
+        return sum(a.nbytes for a in (self.slots, self.b_private, self.b_shared, self.b_run, self.b_prev,
+                                      self.runs_between, self.run_pos, self.weight))
 
 
 def _upper_bound(indptr, starts, nrows, n_b, k, chunk, line) -> int:
@@ -307,6 +317,8 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
     """Walk each chain's stream once (warm-up of B first, as the exact simulator starts) and keep
     the histogram of the measured accesses."""
     C, Gc, T = starts_c.shape
+    if C * Gc * T >= 1 << 15:
+        raise ValueError(f"{C * Gc * T} counter slots: too many for a profile key (at most 32767)")
     keys = []
     walked = 0
     runs = 0
@@ -329,7 +341,7 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
             for t in range(T):
                 sel = np.nonzero(thr == t)[0]
                 d_pr[sel] = stack_distances(ids[sel], n_ids)
-        link, between = sequential_links(ids, thr, n_ids, d_pr, FAR_LINES)
+        link, between, pos = sequential_links(ids, thr, n_ids, d_pr, FAR_LINES)
         runs += int((link < 0).sum())
         keep = grp >= 0
         keep[keep] = meas_c[c][grp[keep]]
@@ -342,19 +354,24 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
         dp2 = np.where(d_pr[np.maximum(p2, 0)] < 0, np.iinfo(np.int64).max, d_pr[np.maximum(p2, 0)])
         dmin = np.minimum(dp1, dp2)
         b_run = np.where(run, distance_bin(np.where(dmin == np.iinfo(np.int64).max, -1, dmin)), NONE)
-        gap = np.where(run, np.maximum(between[idx], between[np.maximum(p1, 0)]), 0)
-        b_gap = np.minimum(gap, 255)
+        b_prev = np.where(p1 >= 0, distance_bin(d_pr[np.maximum(p1, 0)]), NONE)
+        gap = np.where(run, np.maximum(between[idx], between[np.maximum(p1, 0)]),
+                       np.where(p1 >= 0, between[idx], 0))
+        b_gap = np.minimum(gap, 63)
+        b_pos = np.minimum(pos[idx], 63)
         slot = (c * Gc + grp[idx]) * T + thr[idx]
-        keys.append((((slot * 512 + distance_bin(d_pr[idx])) * 512 + distance_bin(d_sh[idx])) * 512
-                     + b_run) * 256 + b_gap)
+        keys.append((((((slot * 512 + distance_bin(d_pr[idx])) * 512 + distance_bin(d_sh[idx]))
+                       * 512 + b_run) * 512 + b_prev) * 64 + b_gap) * 64 + b_pos)
     allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
     mean_run = walked / max(1, runs)
     uk, w = np.unique(allk, return_counts=True)
-    b_gap, rest = uk % 256, uk // 256
+    b_pos, rest = uk % 64, uk // 64
+    b_gap, rest = rest % 64, rest // 64
+    b_prev, rest = rest % 512, rest // 512
     b_run, rest = rest % 512, rest // 512
     b_sh, rest = rest % 512, rest // 512
     b_pr, slot = rest % 512, rest // 512
-    return Profile(slot, b_pr, b_sh, b_run, b_gap, w.astype(np.float64), C * Gc * T, walked,
+    return Profile(slot, b_pr, b_sh, b_run, b_prev, b_gap, b_pos, w.astype(np.float64), C * Gc * T, walked,
                    int(allk.size), float(mean_run))
 
 
@@ -391,25 +408,35 @@ def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_pr
     """The six counters of sim.engines.cache per slot (float: expected counts), for one hierarchy
     (levels are (size bytes, ways, ...) tuples)."""
     r = prof.mean_run
+    w = prof.weight
     m1 = _miss_of_bins(prof.b_private, l1[0], l1[1], line, r)
-    m2 = np.minimum(m1, _miss_of_bins(prof.b_private if l2_private else prof.b_shared,
-                                      l2[0], l2[1], line, r))
-    m3 = np.minimum(m2, _miss_of_bins(prof.b_shared, l3[0], l3[1], line, r))
+    l2_bins = prof.b_private if l2_private else prof.b_shared
     if pf_streams > 0 and pf_dist > 0 and pf_degree > 0:
+        held = prof.runs_between < pf_streams
         # the third line of a run on is prefetched if the two before it missed L1 (the stream
         # was confirmed) and the stream table still held the stream
-        cover = _miss_of_bins(prof.b_run, l1[0], l1[1], line, r) * (prof.runs_between < pf_streams)
+        cover = _miss_of_bins(prof.b_run, l1[0], l1[1], line, r) * held
+        # every L1 miss that continues a held stream issues `degree` new prefetches while the
+        # distance ramps up (degree - 1 lines per access, to pf_dist), one once it runs pf_dist
+        # ahead: the lines the run uses next, and past its end lines that may never be used
+        ramp = (pf_dist - 1) / (pf_degree - 1) if pf_degree > 1 else 0.0
+        per = np.where(prof.run_pos - 1 < ramp, pf_degree, 1)
+        issued = _miss_of_bins(prof.b_prev, l1[0], l1[1], line, r) * m1 * held * per
     else:
-        cover = np.zeros_like(m1)
-    pf_l3 = cover * (m2 - m3)
-    pf_dram = cover * m3
-    w = prof.weight
+        cover = issued = np.zeros_like(m1)
+    # not modeled: L2 room taken by prefetched lines never used (stretching L2 distances by the
+    # unused prefetches per L1 miss was tried: it made random patterns 10-14% slow on the Xeon)
+    m2 = np.minimum(m1, _miss_of_bins(l2_bins, l2[0], l2[1], line, r))
+    m3 = np.minimum(m2, _miss_of_bins(prof.b_shared, l3[0], l3[1], line, r))
+    # a prefetched line costs a fetch where it would have missed L2: taken as the issuing access's
+    pf_l3 = issued * (m2 - m3)
+    pf_dram = issued * m3
     bc = lambda v: np.bincount(prof.slots, weights=v * w, minlength=prof.n_slots)   # noqa: E731
     cnt = np.zeros((6, prof.n_slots), np.float64)
     cnt[cs.L1_HIT] = bc(1.0 - m1)
-    cnt[cs.L2_HIT] = bc(m1 - m2 + pf_l3 + pf_dram)
-    cnt[cs.L3_HIT] = bc((m2 - m3) - pf_l3)
-    cnt[cs.DRAM] = bc(m3 - pf_dram)
+    cnt[cs.L2_HIT] = bc(m1 - m2 + cover * m2)
+    cnt[cs.L3_HIT] = bc((m2 - m3) * (1 - cover))
+    cnt[cs.DRAM] = bc(m3 * (1 - cover))
     cnt[cs.PF_L3] = bc(pf_l3)
     cnt[cs.PF_DRAM] = bc(pf_dram)
     return cnt.T
