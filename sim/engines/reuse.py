@@ -40,7 +40,7 @@ from scipy.stats import binom
 from sim.engines import cache as cs
 
 # per-access arrays of all cached profiles together (bytes); least recently used ones go first
-PROFILE_CACHE_BYTES = 256 << 20
+PROFILE_CACHE_BYTES = 64 << 20
 
 
 @njit(cache=True)
@@ -327,8 +327,8 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
     for c in range(C):
         cap = _upper_bound(indptr, starts_c[c], nrows_c[c], n_b, k, chunk, line)
         ids = np.empty(cap, np.int64)
-        thr = np.empty(cap, np.int64)
-        grp = np.empty(cap, np.int64)
+        thr = np.empty(cap, np.int32)
+        grp = np.empty(cap, np.int32)
         n = spmm_line_ids(indptr, indices, starts_c[c], nrows_c[c], n_b, k, chunk, line, ids, thr,
                           grp)
         ids, thr, grp = ids[:n], thr[:n], grp[:n]
@@ -359,7 +359,7 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
                        np.where(p1 >= 0, between[idx], 0))
         b_gap = np.minimum(gap, 63)
         b_pos = np.minimum(pos[idx], 63)
-        slot = (c * Gc + grp[idx]) * T + thr[idx]
+        slot = (c * Gc + grp[idx].astype(np.int64)) * T + thr[idx]
         keys.append((((((slot * 512 + distance_bin(d_pr[idx])) * 512 + distance_bin(d_sh[idx]))
                        * 512 + b_run) * 512 + b_prev) * 64 + b_gap) * 64 + b_pos)
     allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
