@@ -136,3 +136,17 @@ def test_cache_option_changes_result_and_is_refused_without_cpu(capsys):
     assert main(["gemm", "--hw", "a100-sxm4-40gb", "--m", "64", "--n", "64", "--k", "64",
                  "--cache", "profile"]) == 2
     assert "--cache" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("l2_private,pf", [(True, (32, 20, 2)), (False, (8, 8, 1)), (True, (0, 0, 0))])
+def test_counts_kernel_matches_numpy_reference(l2_private, pf):
+    ip, ix = random_csr(300, 64, 0.15, seed=7)
+    starts = np.array([[0], [100], [200]], np.int64)
+    nrows = np.array([[100], [100], [100]], np.int64)
+    prof = rs.build_profile(ip, ix, starts[None], nrows[None], np.array([[False, True, True]]),
+                            256, 64, 24, 64)
+    kw = dict(line=64, l1=(4096, 2), l2=(32768, 8), l2_private=l2_private, l3=(1 << 20, 16),
+              pf_streams=pf[0], pf_dist=pf[1], pf_degree=pf[2])
+    got = rs.misses_from_profile(prof, **kw)
+    np.testing.assert_allclose(got, rs.misses_from_profile_ref(prof, **kw), rtol=1e-9, atol=1e-9)
+    assert got[:, cs.PF_L3:].sum() > 0 if pf[0] else got[:, cs.PF_L3:].sum() == 0

@@ -403,10 +403,57 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
     return np.where(d < 0, 1.0, p)
 
 
+def _bin_table(size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
+    """Miss probability of every distance-bin code (NONE: 0)."""
+    table = miss_probability(bin_distance(np.arange(NONE + 1)), size_bytes, ways, line, run)
+    table[NONE] = 0.0
+    return table
+
+
+@njit(cache=True)
+def accumulate_counts(slots, b_l1, b_l2, b_l3, b_run, b_prev, runs_between, run_pos, weight,
+                      t1, t2, t3, n_slots, pf_streams, ramp, pf_degree, prefetch):
+    """misses_from_profile's per-row arithmetic in one pass (t1..t3: per-bin miss tables)."""
+    cnt = np.zeros((n_slots, 6), np.float64)
+    for i in range(slots.shape[0]):
+        m1 = t1[b_l1[i]]
+        m2 = min(m1, t2[b_l2[i]])
+        m3 = min(m2, t3[b_l3[i]])
+        cover = 0.0
+        issued = 0.0
+        if prefetch and runs_between[i] < pf_streams:
+            cover = t1[b_run[i]]
+            per = pf_degree if run_pos[i] - 1 < ramp else 1
+            issued = t1[b_prev[i]] * m1 * per
+        w = weight[i]
+        c = cnt[slots[i]]
+        c[0] += w * (1.0 - m1)
+        c[1] += w * (m1 - m2 + cover * m2)
+        c[2] += w * (m2 - m3) * (1.0 - cover)
+        c[3] += w * m3 * (1.0 - cover)
+        c[4] += w * issued * (m2 - m3)
+        c[5] += w * issued * m3
+    return cnt
+
+
 def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_private: bool,
                         l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
     """The six counters of sim.engines.cache per slot (float: expected counts), for one hierarchy
-    (levels are (size bytes, ways, ...) tuples)."""
+    (levels are (size bytes, ways, ...) tuples); the model is spelled out in
+    misses_from_profile_ref, this is its one-pass kernel."""
+    r = prof.mean_run
+    prefetch = pf_streams > 0 and pf_dist > 0 and pf_degree > 0
+    ramp = (pf_dist - 1) / (pf_degree - 1) if pf_degree > 1 else 0.0
+    return accumulate_counts(prof.slots, prof.b_private, prof.b_private if l2_private else prof.b_shared,
+                             prof.b_shared, prof.b_run, prof.b_prev, prof.runs_between, prof.run_pos,
+                             prof.weight, _bin_table(l1[0], l1[1], line, r),
+                             _bin_table(l2[0], l2[1], line, r), _bin_table(l3[0], l3[1], line, r),
+                             prof.n_slots, pf_streams, ramp, pf_degree, prefetch)
+
+
+def misses_from_profile_ref(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_private: bool,
+                        l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
+    """Plain-NumPy reference of misses_from_profile (the same model, row arrays at a time)."""
     r = prof.mean_run
     w = prof.weight
     m1 = _miss_of_bins(prof.b_private, l1[0], l1[1], line, r)
