@@ -40,7 +40,7 @@ from scipy.stats import binom
 from sim.engines import cache as cs
 
 # per-access arrays of all cached profiles together (bytes); least recently used ones go first
-PROFILE_CACHE_BYTES = 64 << 20
+PROFILE_CACHE_BYTES = 128 << 20
 
 
 @njit(cache=True)
@@ -371,7 +371,10 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
     b_run, rest = rest % 512, rest // 512
     b_sh, rest = rest % 512, rest // 512
     b_pr, slot = rest % 512, rest // 512
-    return Profile(slot, b_pr, b_sh, b_run, b_prev, b_gap, b_pos, w.astype(np.float64), C * Gc * T, walked,
+    # compact dtypes: bins < 512, gap and position < 64 (a profile is ~22 bytes per row)
+    i16 = lambda a: a.astype(np.int16)   # noqa: E731
+    return Profile(slot.astype(np.int32), i16(b_pr), i16(b_sh), i16(b_run), i16(b_prev),
+                   b_gap.astype(np.int8), b_pos.astype(np.int8), w.astype(np.float64), C * Gc * T, walked,
                    int(allk.size), float(mean_run))
 
 
