@@ -522,6 +522,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
                 starts_c[c, gi, t] = u * m + lo
                 nrows_c[c, gi, t] = max(0, hi - lo)
     model = cache if cache is not None else CACHE_MODEL.get()
+    profile_info = None
     if model == "exact":
         counts_c = _counts_exact(cpu, job, indptr, indices, starts_c, nrows_c, meas_c)
     elif model == "profile":
@@ -533,6 +534,9 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
             prof, line=cpu.line, l1=cpu.l1, l2=cpu.l2, l2_private=cpu.l2_private, l3=cpu.l3,
             pf_streams=cpu.pf_streams, pf_dist=cpu.pf_dist, pf_degree=cpu.pf_degree
         ).reshape(C, Gc, T, cs.N_COUNTS)
+        profile_info = {"accesses_walked": prof.accesses_walked,
+                        "accesses_measured": prof.accesses_measured,
+                        "histogram_rows": int(prof.slots.size)}
     else:
         raise ValueError(f"unknown cache model {model!r} (profile or exact)")
     keep = (nrows_c.sum(axis=2) > 0).reshape(-1)
@@ -590,6 +594,8 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
                "prefetched_lines": float(ctot[cs.PF_L3] + ctot[cs.PF_DRAM]),
                "style": cpu.spmm_style, "threads": T, "scale": job.scale,
                "density": float(indptr[-1] / max(1, indptr.size - 1) / max(1, job.k))}
+    if profile_info is not None:
+        details["profile"] = profile_info
     return total, bd, by, details
 
 

@@ -20,8 +20,11 @@ for any hierarchy in vectorised NumPy:
   misses L1): miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact
   simulator's L2 is not refreshed by L1 hits; the difference is measured in the tests.
 - The L2 stream prefetcher confirms a stream on the second consecutive L1 miss of a sequential
-  run; from the third line on, a line that would miss L2 has been prefetched: it is an L2 hit and
-  its fetch counts as a prefetch from L3 or DRAM. Prefetches past a run's end are not modeled.
+  run (runs resume across register chunks while the stream table holds them); from the third line
+  on, a line that would miss L2 has been prefetched: an L2 hit. Every L1 miss that continues a
+  stream issues `degree` prefetches while the lookahead ramps up, one afterwards; each costs a
+  fetch from L3 or DRAM. L2 room taken by prefetched lines never used is not modeled
+  (docs/engines/cpu.md gives the measured error).
 
 Sampling: the product's row groups are sampled SMARTS-style by the caller (sim.engines.cpu) with
 a warm-up group before each sample, as for the exact simulator, so the profile has the same
