@@ -1,6 +1,6 @@
 """End-to-end replay throughput and peak memory, measured in child processes.
 
-    python bench/bench_replay.py speed  [--batch 64] [--workdir DIR]
+    python bench/bench_replay.py speed  [--batch 64] [--workdir DIR] [--cache exact|profile]
         ResNet-50 ImageNet synthetic trace (batch 64), replayed on every bundled engine hwconfig
         (A100, H100, V100, TITAN Xp, Xeon, Pi 4B) for every trace method. Target: < 30 s on 2 cores.
     python bench/bench_replay.py memory [--batch 144] [--workdir DIR]
@@ -29,9 +29,11 @@ METHODS = ["dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "app
 
 CHILD = r"""
 import json, resource, sys, time
+from sim.engines.cpu import CACHE_MODEL
 from sim.replay import Totals, engines_for, parse_methods, replay_layers
 from sim.traces.format import open_trace
 trace_dir, warm_dir, hws, methods = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(";")
+CACHE_MODEL.set(sys.argv[5] if len(sys.argv) > 5 else "exact")
 engines = engines_for([h for h in hws if h])
 ms = parse_methods(methods)
 if warm_dir != "-":
@@ -81,6 +83,8 @@ def main() -> None:
     ap.add_argument("--subsample", type=int, default=None,
                     help="record only S samples per batch (speed: default 8, as captures do)")
     ap.add_argument("--workdir", default=None, help="where synthetic traces go (default: a temp dir)")
+    ap.add_argument("--cache", choices=("exact", "profile"), default="exact",
+                    help="CPU cache model (speed only; default exact, as replay)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="prunesim-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -92,9 +96,10 @@ def main() -> None:
         sub = args.subsample or 8
         tr = work / f"resnet50-imagenet-b{batch}-s{sub}"
         syn = _synth("resnet50-imagenet", batch, tr, sub)
-        res = _child([str(tr), str(warm), ",".join(hws), ";".join(METHODS)])
+        res = _child([str(tr), str(warm), ",".join(hws), ";".join(METHODS), args.cache])
         print(f"synthetic trace: {syn}")
-        print(f"replay ResNet-50 ImageNet batch {batch} (recorded {sub}/batch), {len(hws)} hwconfigs "
+        print(f"replay ResNet-50 ImageNet batch {batch} (recorded {sub}/batch), cache model "
+              f"{args.cache}, {len(hws)} hwconfigs "
               f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, peak RSS "
               f"{res['peak_rss_mb']:.0f} MB, {res['layers']} layers, {res['records']} records "
               f"(target < 30 s)")

@@ -181,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU: N:M structured sparsity of the A operand (e.g. 2:4)")
     p.add_argument("--density", type=float, default=None,
                    help="CPU: CSR density of the A operand (M x K); omit for dense")
+    p.add_argument("--cache", dest="cache_model", choices=("exact", "profile"), default=None,
+                   help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")
     p.add_argument("--threads", type=_ranged("threads"), default=1, help="CPU threads")
     p.add_argument("--dtype", default="fp16", help="fp16|bf16|tf32|fp32 (GPU), fp32|fp64 (CPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -199,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_ranged("seed"), default=0)
     p.add_argument("--trace", default=None,
                    help="CPU: take dO from this trace's first iteration (default: synthetic dO)")
+    p.add_argument("--cache", dest="cache_model", choices=("exact", "profile"), default=None,
+                   help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")
     p.add_argument("--samples", type=_ranged("samples"), default=None,
                    help="CPU: synthetic dO samples standing for the batch (default 2)")
     p.add_argument("--yes-large", action="store_true",
@@ -269,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --cluster: training-set size (default: the trace's provenance, "
                         "else the dataset's)")
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
+    p.add_argument("--cache", dest="cache_model", choices=("exact", "profile"), default=None,
+                   help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")
     p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")

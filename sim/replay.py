@@ -23,9 +23,8 @@ from sim.engines.base import Unsupported, fallback_of, unsupported_reason
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
 from sim.methods import MethodSpec, apply_method, parse_method, refuse_unused, stream_key
 from sim.methods.base import MethodResult, scale_work
-from sim.traces.format import Trace, open_trace
+from sim.traces.format import Trace, open_checked_trace, stream_checked
 from sim.traces.inspect import finite_or_none
-from sim.traces.stats import layer_stats
 from sim.workload import Layer, lower
 
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
@@ -91,7 +90,7 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
     conv_index = {l.name: i for i, l in enumerate(w.convs)}
     need_csr = any(hw.kind == "cpu" for hw, _ in engines)
     scale = trace.batch / trace.recorded_batch
-    for rec, arr in trace.stream("dO", iteration=iteration):
+    for rec, arr, stats in stream_checked(trace, "dO", iteration):
         layer = w.layer(rec.layer)
         g = lower(layer, trace.batch)
         per_method = {}
@@ -122,7 +121,7 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
         yield {"iteration": rec.iteration, "epoch": rec.epoch, "layer": rec.layer, "op": layer.op,
                "block": layer.block, "shape": list(rec.shape),
                "agbp_mnk": [g["agbp"].m, g["agbp"].n, g["agbp"].k],
-               "wgc_mnk": [g["wgc"].m, g["wgc"].n, g["wgc"].k], "stats": layer_stats(arr),
+               "wgc_mnk": [g["wgc"].m, g["wgc"].n, g["wgc"].k], "stats": stats,
                "methods": per_method}
 
 
@@ -251,7 +250,7 @@ def _short(m: MethodSpec) -> str:
 
 
 def cmd_replay(args) -> int:
-    trace = open_trace(args.trace)
+    trace = open_checked_trace(args.trace)
     engines = engines_for(args.hw)
     methods = parse_methods(getattr(args, "method", []))
     seed = getattr(args, "seed", 0)
@@ -284,7 +283,9 @@ def cmd_replay(args) -> int:
     totals = Totals(trace, methods, engines, seed)
     rows_out = []
     layer_rows = []
-    with warnings.catch_warnings(record=True) as caught:
+    from sim.engines.cli import cache_model_for
+    with warnings.catch_warnings(record=True) as caught, \
+            cache_model_for(args, {hw.kind for hw, _ in engines}):
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)

@@ -17,11 +17,28 @@ def _engine(args):
     return importlib.import_module(KINDS[hw.kind]), hw
 
 
+def cache_model_for(args, kinds):
+    """The context of `--cache MODEL` (CPU cache misses: exact LRU or reuse profile); refused
+    where no CPU hwconfig is simulated, since it would change nothing."""
+    from contextlib import nullcontext
+
+    from sim.engines.cpu import cache_model
+    from sim.errors import ConfigError
+    name = getattr(args, "cache_model", None)
+    if name is None:
+        return nullcontext()
+    if "cpu" not in kinds:
+        raise ConfigError(None, "--cache", "only the CPU engine simulates caches; no CPU hwconfig "
+                          "is given")
+    return cache_model(name)
+
+
 def cmd_gemm(args) -> int:
     mod, hw = _engine(args)
     check_budget("layer_macs", args.m * args.n * args.k, None, "--m/--n/--k",
                  what=f"{args.m}x{args.n}x{args.k}")
-    return mod.gemm_command(args, hw)
+    with cache_model_for(args, {hw.kind}):
+        return mod.gemm_command(args, hw)
 
 
 def _conv_batch(spec: str) -> int | None:
@@ -79,5 +96,5 @@ def _check_layer_work(args, hw) -> None:
 def cmd_layer(args) -> int:
     mod, hw = _engine(args)
     _check_layer_work(args, hw)
-    return mod.layer_command(args, hw)
-
+    with cache_model_for(args, {hw.kind}):
+        return mod.layer_command(args, hw)

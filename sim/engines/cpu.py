@@ -28,11 +28,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
 
 from sim.engines import cache as cs
+from sim.engines import reuse as rs
 from sim.engines.base import KernelResult
 from sim.errors import ConfigError
 from sim.hwconfig import Field, HwConfig
@@ -387,11 +390,64 @@ def _memory_cycles(cpu: Cpu, cnt: np.ndarray) -> dict[str, np.ndarray]:
             "dram-bandwidth": from_dram / cpu.core_dram_bw, "dram_bytes": from_dram}
 
 
+# how the SpMM's cache misses are obtained: "exact" (set-associative LRU simulation per hwconfig,
+# the reference) or "profile" (reuse-distance profile built once per pattern, misses derived per
+# geometry; docs/engines/cpu.md gives its measured error); `--cache` sets it for a command
+CACHE_MODELS = ("profile", "exact")
+CACHE_MODEL: ContextVar[str] = ContextVar("prunesim_cpu_cache_model", default="exact")
+
+
+@contextmanager
+def cache_model(name: str):
+    """Run the enclosed CPU simulations with this cache model."""
+    if name not in CACHE_MODELS:
+        raise ValueError(f"unknown cache model {name!r} (one of {', '.join(CACHE_MODELS)})")
+    tok = CACHE_MODEL.set(name)
+    try:
+        yield
+    finally:
+        CACHE_MODEL.reset(tok)
+
+
 # products with at most this many simulated line accesses run exhaustively
 EXHAUSTIVE_ACCESSES = 3_000_000
 CHAINS = 2                   # independent cache hierarchies the samples alternate between
 SAMPLE_UNITS = 60            # sampled row groups per product (each with one warm-up group before)
 UNIT_ACCESSES = 12_000       # target line accesses per sampled group
+
+
+def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, meas_c) -> np.ndarray:
+    """Counters per (chain, group, thread) from the exact set-associative LRU simulation."""
+    C, Gc, T = starts_c.shape
+    n_b = job.n
+    chunk = max(1, cpu.vregs - 4) * cpu.spmm_simd if cpu.spmm_style == "register" else 0
+    levels = []
+    for c in range(C):
+        l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
+        l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
+        l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
+        levels.append((l1, l2, l3))
+    stack = lambda i, j: np.stack([lv[i][j] for lv in levels])   # noqa: E731
+    l1t, l1s, l2t, l2s, l3t, l3s = stack(0, 0), stack(0, 1), stack(1, 0), stack(1, 1), stack(2, 0), stack(2, 1)
+    pf_last = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
+    # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
+    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1t[c], l1s[c],
+                                    l2t[c], l2s[c], l3t[c], l3s[c], cpu.l2_private, False, 0)
+                     for c in range(C)], np.int64)
+    counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
+    if C == 1:
+        cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
+                       l1t[0], l1s[0], l2t[0], l2s[0], l3t[0], l3s[0], cpu.l2_private, False,
+                       pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
+                       counts_c[0], now0[0])
+    else:
+        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
+                       l1t, l1s, l2t, l2s, l3t, l3s, cpu.l2_private, False,
+                       pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
+    return counts_c
+
 
 
 def _accesses_per_row(cpu: Cpu, nnz_mean: float, n_b: int) -> float:
@@ -401,9 +457,14 @@ def _accesses_per_row(cpu: Cpu, nnz_mean: float, n_b: int) -> float:
 
 
 def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, seed: int = 0,
-                  unit_rows: int | None = None, n_sample: int = SAMPLE_UNITS
-                  ) -> tuple[float, dict[str, float], dict[str, int], dict]:
-    """Cycles of the whole product (all real units) with the cache hierarchy simulated."""
+                  unit_rows: int | None = None, n_sample: int = SAMPLE_UNITS,
+                  cache: str | None = None) -> tuple[float, dict[str, float], dict[str, int], dict]:
+    """Cycles of the whole product (all real units) with the cache hierarchy simulated.
+
+    cache: "profile" (misses derived from the stream's reuse-distance profile, which is built once
+    per pattern and reused by every cache geometry) or "exact" (the set-associative LRU
+    simulation); None: the current CACHE_MODEL.
+    """
     T = cpu.threads
     m, n_b = job.m, job.n
     indptr = np.ascontiguousarray(job.indptr, np.int64)
@@ -460,31 +521,24 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
                 hi = min(part[t + 1], lo + unit_rows)
                 starts_c[c, gi, t] = u * m + lo
                 nrows_c[c, gi, t] = max(0, hi - lo)
-    levels = []
-    for c in range(C):
-        l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
-        l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
-        l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
-        levels.append((l1, l2, l3))
-    stack = lambda i, j: np.stack([lv[i][j] for lv in levels])   # noqa: E731
-    l1t, l1s, l2t, l2s, l3t, l3s = stack(0, 0), stack(0, 1), stack(1, 0), stack(1, 1), stack(2, 0), stack(2, 1)
-    pf_last = np.full((C, T, cpu.pf_streams), -10, np.int64)
-    pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
-    pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
-    # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1t[c], l1s[c],
-                                    l2t[c], l2s[c], l3t[c], l3s[c], cpu.l2_private, False, 0)
-                     for c in range(C)], np.int64)
-    counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
-    if C == 1:
-        cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
-                       l1t[0], l1s[0], l2t[0], l2s[0], l3t[0], l3s[0], cpu.l2_private, False,
-                       pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
-                       counts_c[0], now0[0])
+    model = cache if cache is not None else CACHE_MODEL.get()
+    profile_info = None
+    if model == "exact":
+        counts_c = _counts_exact(cpu, job, indptr, indices, starts_c, nrows_c, meas_c)
+    elif model == "profile":
+        key = rs.pattern_key(indptr, indices, m, job.k, n_b, job.units, T, cpu.line, chunk,
+                             starts_c.tobytes(), nrows_c.tobytes(), meas_c.tobytes())
+        prof = rs.cached_profile(key, lambda: rs.build_profile(indptr, indices, starts_c, nrows_c,
+                                                               meas_c, n_b, job.k, chunk, cpu.line))
+        counts_c = rs.misses_from_profile(
+            prof, line=cpu.line, l1=cpu.l1, l2=cpu.l2, l2_private=cpu.l2_private, l3=cpu.l3,
+            pf_streams=cpu.pf_streams, pf_dist=cpu.pf_dist, pf_degree=cpu.pf_degree
+        ).reshape(C, Gc, T, cs.N_COUNTS)
+        profile_info = {"accesses_walked": prof.accesses_walked,
+                        "accesses_measured": prof.accesses_measured,
+                        "histogram_rows": int(prof.slots.size)}
     else:
-        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
-                       l1t, l1s, l2t, l2s, l3t, l3s, cpu.l2_private, False,
-                       pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
+        raise ValueError(f"unknown cache model {model!r} (profile or exact)")
     keep = (nrows_c.sum(axis=2) > 0).reshape(-1)
     starts = starts_c.reshape(C * Gc, T)[keep]
     nrows = nrows_c.reshape(C * Gc, T)[keep]
@@ -528,7 +582,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
           "l3": int((ctot[cs.L3_HIT] + ctot[cs.PF_L3]) * cpu.line),
           "dram": int((ctot[cs.DRAM] + ctot[cs.PF_DRAM]) * cpu.line)}
     demand = ctot[:4].sum()
-    details = {"simulation": "sampled" if sampled else "exhaustive",
+    details = {"simulation": "sampled" if sampled else "exhaustive", "cache_model": model,
                "groups_simulated": int(G), "groups_measured": int(n_meas),
                "population_groups": int(population), "rows_per_group": int(unit_rows),
                "ci95_cycles": [float((est - half) * job.scale), float((est + half) * job.scale)],
@@ -540,6 +594,8 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
                "prefetched_lines": float(ctot[cs.PF_L3] + ctot[cs.PF_DRAM]),
                "style": cpu.spmm_style, "threads": T, "scale": job.scale,
                "density": float(indptr[-1] / max(1, indptr.size - 1) / max(1, job.k))}
+    if profile_info is not None:
+        details["profile"] = profile_info
     return total, bd, by, details
 
 

@@ -546,3 +546,106 @@ def open_trace(path: str | os.PathLike) -> Trace:
         records.append(TensorRecord(it, ep, layer, kind, rel, tuple(shape), dtype, sha))
     log = _read_log(root, m.get("log"), mfile)
     return Trace(root, m, workload, records, log)
+
+
+# ----------------------------------------------------------------------------------------------
+# One validation path for `trace check` and `replay`, and a single read of each tensor
+
+MAX_BATCH = 1 << 20   # the largest mini-batch a trace may claim (a million samples)
+
+
+def open_checked_trace(path: str | os.PathLike) -> Trace:
+    """open_trace plus what replay needs to use the trace; `trace check` and `replay` both open
+    traces through this, so a trace check calls OK is one replay can use."""
+    trace = open_trace(path)
+    mfile = trace.path / MANIFEST
+    if trace.batch > MAX_BATCH:
+        raise TraceError(mfile, "batch", f"{trace.batch} samples per batch is beyond the "
+                         f"{MAX_BATCH} a trace may hold")
+    if not trace.records:
+        raise TraceError(mfile, "records", "empty: the trace holds no tensor")
+    if not any(r.kind == "dO" for r in trace.records):
+        raise TraceError(mfile, "records", "no dO tensor: replay needs the output gradients")
+    return trace
+
+
+def read_tensor(trace_dir: Path, rec: TensorRecord, *, stats: bool = False
+                ) -> tuple[np.ndarray, dict | None]:
+    """Read one tensor file once into memory: its bytes are hashed as they arrive and checked
+    against the record (regular file, header, size, SHA-256); values are checked finite by the
+    statistics pass when `stats` (layer_stats: a NaN or Inf shows in its mean or max |g|), else by
+    a scan of the array in memory. Returns (array, stats or None)."""
+    from sim.traces.stats import layer_stats
+    f = trace_dir / rec.path
+    if f.is_symlink():
+        raise TraceError(f, None, "is a symbolic link; trace tensors must be regular files")
+    if not f.is_file():
+        raise TraceError(f, None, "missing tensor file")
+    h = hashlib.sha256()
+    try:
+        with open(f, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+            head = fh.tell()
+            fh.seek(0)
+            h.update(fh.read(head))
+            if dtype.hasobject:
+                raise ValueError("object arrays are not trace tensors")
+            if dtype.name != rec.dtype:
+                raise TraceError(f, "dtype", f"file holds {dtype.name}, manifest says {rec.dtype}")
+            if tuple(shape) != rec.shape:
+                raise TraceError(f, "shape", f"file holds {list(shape)}, manifest says "
+                                 f"{list(rec.shape)}")
+            if fortran and len(shape) > 1:
+                raise TraceError(f, "fortran_order", "Fortran-ordered .npy; trace tensors are "
+                                 "C-ordered")
+            arr = np.empty(shape, dtype)
+            buf = memoryview(arr.reshape(-1).view(np.uint8))
+            pos = 0
+            while pos < len(buf):
+                got = fh.readinto(buf[pos:pos + _CHUNK_BYTES])
+                if not got:
+                    raise ValueError(f"data ends after {pos} of {len(buf)} bytes")
+                h.update(buf[pos:pos + got])
+                pos += got
+            rest = fh.read(_CHUNK_BYTES)
+            while rest:
+                h.update(rest)            # trailing bytes: the checksum below tells
+                rest = fh.read(_CHUNK_BYTES)
+    except TraceError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every way a .npy can be unreadable is the file's fault
+        raise TraceError(f, None, f"unreadable or truncated .npy ({type(e).__name__}: {e})") from None
+    if h.hexdigest() != rec.sha256:
+        raise TraceError(f, "sha256", f"checksum mismatch (manifest {rec.sha256[:12]}..., file "
+                         f"{h.hexdigest()[:12]}...): the file is corrupt or was modified")
+    st = layer_stats(arr) if stats else None
+    if st is not None and arr.size and math.isfinite(st["max_abs"]) and math.isfinite(st["mean"]):
+        return arr, st
+    flat = arr.reshape(-1)
+    step = max(1, _CHUNK_BYTES // arr.dtype.itemsize)
+    for start in range(0, flat.size, step):
+        ok = np.isfinite(flat[start:start + step])
+        if not ok.all():
+            bad = start + int(np.argmin(ok))
+            idx = np.unravel_index(bad, arr.shape)
+            raise TraceError(f, "values", f"non-finite value {flat[bad]} at index "
+                             f"{list(map(int, idx))}")
+    return arr, st
+
+
+def stream_checked(trace: Trace, kind: str = "dO", iteration: int | None = None
+                   ) -> Iterator[tuple[TensorRecord, np.ndarray, dict]]:
+    """(record, array, layer_stats) layer by layer in network order, each tensor read once
+    (read_tensor: checksum, header, finiteness and statistics from one read)."""
+    order = {l.name: i for i, l in enumerate(trace.workload.layers)}
+    recs = [r for r in trace.records if r.kind == kind and (iteration is None or r.iteration == iteration)]
+    if iteration is not None and not recs:
+        raise TraceError(trace.path / MANIFEST, "iterations",
+                         f"no {kind} tensors at iteration {iteration} (have {trace.iterations})")
+    for r in sorted(recs, key=lambda r: (r.iteration, order[r.layer])):
+        arr, st = read_tensor(trace.path, r, stats=True)
+        yield r, arr, st

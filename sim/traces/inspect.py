@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sim.errors import TraceError
-from sim.traces.format import KINDS, LOG_COLUMNS, MANIFEST, Trace, TensorRecord, open_trace, \
-    verify_record
+from sim.traces.format import open_checked_trace, read_tensor
+from sim.traces.format import KINDS, LOG_COLUMNS, MANIFEST, Trace, TensorRecord, open_trace
 from sim.traces.stats import QUANTILE_SAMPLE, layer_stats
 from sim.workload import Workload, load_workload
 
@@ -221,7 +221,8 @@ def _unreferenced(trace: Trace) -> list[str]:
 
 def check_trace(path: str | os.PathLike, workload: str | None = None) -> dict:
     """Verify a whole trace, one tensor at a time; raise TraceError at the first problem."""
-    trace = open_trace(path)  # manifest, embedded workload, record shapes vs workload, log checksum
+    # manifest, embedded workload, record shapes vs workload, log checksum, what replay needs
+    trace = open_checked_trace(path)
     if workload is not None:
         compare_geometry(trace, load_workload(workload))
     rb = trace.recorded_batch
@@ -233,7 +234,7 @@ def check_trace(path: str | os.PathLike, workload: str | None = None) -> dict:
             raise TraceError(trace.path / MANIFEST, "records", f"{rec.layer}.{rec.kind} of "
                              f"iteration {rec.iteration} has shape {list(rec.shape)}, workload "
                              f"expects {list(want)}")
-        verify_record(trace.path, rec)
+        read_tensor(trace.path, rec)      # the same single read replay uses
         nbytes += (trace.path / rec.path).stat().st_size
     return {"tensors": len(trace.records), "bytes": nbytes, "complete": trace.complete,
             "iterations": trace.iterations, "log_rows": len(trace.log),

@@ -1,0 +1,152 @@
+"""Reuse-distance profiles: kernels against their references, profile misses against the exact LRU
+simulation, profile reuse across geometries, and the `--cache` option."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sim.cli import main
+from sim.engines import cache as cs
+from sim.engines import reuse as rs
+from sim.engines.cpu import SpmmJob, cpu_view, random_csr, simulate_spmm
+from sim.hwconfig import load_hwconfig
+
+
+def test_stack_distances_match_reference():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 40, 3000)
+    np.testing.assert_array_equal(rs.stack_distances(ids, 40), rs.stack_distances_ref(ids))
+
+
+def test_sequential_links_match_reference():
+    rng = np.random.default_rng(1)
+    base = np.repeat(rng.integers(0, 30, 200) * 3, 3) + np.tile(np.arange(3), 200)
+    ids = np.where(rng.random(600) < 0.2, rng.integers(0, 100, 600), base)
+    thread = rng.integers(0, 2, 600)
+    d = rs.stack_distances(ids, 100)
+    got = rs.sequential_links(ids, thread, 100, d, 8)
+    ref = rs.sequential_links_ref(ids, thread, d, 8)
+    assert (got[0] >= 0).sum() > 50 and got[2].max() >= 2
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+
+
+def test_distance_bins_round_trip():
+    d = np.array([-1, 0, 5, 63, 64, 100, 1000, 10 ** 6])
+    back = rs.bin_distance(rs.distance_bin(d))
+    assert back[0] == -1 and np.array_equal(back[1:4], d[1:4])
+    assert np.all(np.abs(back[4:] / d[4:] - 1) < 0.05)
+
+
+@pytest.mark.parametrize("chunk,threads", [(0, 1), (24, 1), (0, 2)])
+def test_fully_associative_l1_misses_are_exact(chunk, threads):
+    """One set: LRU misses exactly when the stack distance reaches the ways, so the profile's L1
+    counts must equal the exact simulator's count for count (no prefetcher)."""
+    indptr, indices = random_csr(40, 30, 0.2, seed=3)
+    starts = np.array([[0, 20], [5, 25], [10, 30]], np.int64)[:, :threads]
+    nrows = np.array([[5, 5], [5, 5], [6, 6]], np.int64)[:, :threads]
+    measure = np.array([False, True, True])
+    line, n_b = 64, 40
+    lv = [cs.make_level(threads, 16 * line, 16, line), cs.make_level(threads, 64 * line, 64, line),
+          cs.make_level(1, 256 * line, 256, line)]
+    now = cs.warm_region(cs.B_BASE, 30 * n_b * 4, line, threads, lv[0][0], lv[0][1], lv[1][0],
+                         lv[1][1], lv[2][0], lv[2][1], True, False, 0)
+    counts = np.zeros((3, threads, cs.N_COUNTS), np.int64)
+    pf = [np.zeros((threads, 0), np.int64)] * 3
+    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, lv[0][0], lv[0][1],
+                   lv[1][0], lv[1][1], lv[2][0], lv[2][1], True, False, *pf, 0, 0, counts, now)
+    prof = rs.build_profile(indptr, indices, starts[None], nrows[None], measure[None], n_b, 30,
+                            chunk, line)
+    got = rs.misses_from_profile(prof, line=line, l1=(16 * line, 16), l2=(64 * line, 64),
+                                 l2_private=True, l3=(256 * line, 256), pf_streams=0, pf_dist=0,
+                                 pf_degree=0).reshape(3, threads, cs.N_COUNTS)
+    np.testing.assert_allclose(got[..., cs.L1_HIT], counts[..., cs.L1_HIT])
+    np.testing.assert_allclose(got[..., :4].sum(-1), counts[..., :4].sum(-1))
+
+
+def test_binomial_model_against_random_mapping():
+    """Smith's model is exact in expectation for lines placed at random: a random line stream
+    through the exact set-associative kernel misses as often as the profile predicts (3%)."""
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 3000, 40000)
+    tags, stamps = cs.make_level(1, 64 * 4 * 64, 4, 64)       # 64 sets x 4 ways
+    perm = rng.permutation(3000)                              # random set of each line
+    miss = sum(not cs._lookup(tags, stamps, 0, int(perm[x]), i + 1) for i, x in enumerate(ids))
+    d = rs.stack_distances(ids, 3000)
+    pred = rs.miss_probability(d, 64 * 4 * 64, 4, 64).sum()
+    assert abs(pred / miss - 1) < 0.03
+
+
+PRODUCTS = [(256, 128, 1152, 4, 0.2), (784, 128, 1152, 8, 0.1), (196, 256, 2304, 8, 0.05)]
+
+
+def _both(hw, prod):
+    m, k, n, u, d = prod
+    ip, ix = random_csr(u * m, k, d, seed=1)
+    job = SpmmJob(ip, ix, m, k, n, u, 8.0)
+    cpu = cpu_view(load_hwconfig(hw))
+    return simulate_spmm(cpu, job, cache="exact"), simulate_spmm(cpu, job, cache="profile")
+
+
+@pytest.mark.parametrize("hw", ["rpi4b", "xeon-e5-2680v4"])
+@pytest.mark.parametrize("prod", PRODUCTS[:2])
+def test_profile_l1_misses_within_3_percent(hw, prod):
+    ex, pr = _both(hw, prod)
+    miss = lambda r: 1 - r[3]["hit_rates"]["l1"]          # noqa: E731
+    assert pr[3]["cache_model"] == "profile" and ex[3]["cache_model"] == "exact"
+    assert abs(miss(pr) / miss(ex) - 1) <= 0.03
+
+
+KNOWN_MISS = pytest.mark.xfail(strict=True, reason="known gap: 2.6% slow on the Xeon for this "
+                               "product (docs/engines/cpu.md)")
+
+
+@pytest.mark.parametrize("hw,prod", [("rpi4b", p) for p in PRODUCTS]
+                         + [pytest.param("xeon-e5-2680v4", PRODUCTS[0], marks=KNOWN_MISS)]
+                         + [("xeon-e5-2680v4", p) for p in PRODUCTS[1:]])
+def test_profile_seconds_within_2_percent(hw, prod):
+    ex, pr = _both(hw, prod)
+    assert abs(pr[0] / ex[0] - 1) <= 0.02
+
+
+def test_profile_is_built_once_per_pattern_for_every_geometry():
+    rs.clear_profiles()
+    before = rs.cache_stats()
+    ip, ix = random_csr(512, 128, 0.1, seed=4)
+    job = SpmmJob(ip, ix, 512, 128, 576, 1, 1.0)
+    base = cpu_view(load_hwconfig("rpi4b"))
+    secs = []
+    for l2 in (256 << 10, 512 << 10, 1 << 20, 2 << 20):
+        cpu = dataclasses.replace(base, l2=(l2,) + base.l2[1:])
+        secs.append(simulate_spmm(cpu, job, cache="profile")[0])
+    after = rs.cache_stats()
+    assert after["built"] - before["built"] == 1 and after["reused"] - before["reused"] == 3
+    assert secs[0] >= secs[-1]
+
+
+def test_cache_option_changes_result_and_is_refused_without_cpu(capsys):
+    out = {}
+    for model in ("exact", "profile"):
+        assert main(["gemm", "--hw", "xeon-e5-2680v4", "--m", "1024", "--n", "1152", "--k", "128",
+                     "--density", "0.1", "--dtype", "fp32", "--cache", model]) == 0
+        out[model] = capsys.readouterr().out
+    assert out["exact"] != out["profile"]
+    assert main(["gemm", "--hw", "a100-sxm4-40gb", "--m", "64", "--n", "64", "--k", "64",
+                 "--cache", "profile"]) == 2
+    assert "--cache" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("l2_private,pf", [(True, (32, 20, 2)), (False, (8, 8, 1)), (True, (0, 0, 0))])
+def test_counts_kernel_matches_numpy_reference(l2_private, pf):
+    ip, ix = random_csr(300, 64, 0.15, seed=7)
+    starts = np.array([[0], [100], [200]], np.int64)
+    nrows = np.array([[100], [100], [100]], np.int64)
+    prof = rs.build_profile(ip, ix, starts[None], nrows[None], np.array([[False, True, True]]),
+                            256, 64, 24, 64)
+    kw = dict(line=64, l1=(4096, 2), l2=(32768, 8), l2_private=l2_private, l3=(1 << 20, 16),
+              pf_streams=pf[0], pf_dist=pf[1], pf_degree=pf[2])
+    got = rs.misses_from_profile(prof, **kw)
+    np.testing.assert_allclose(got, rs.misses_from_profile_ref(prof, **kw), rtol=1e-9, atol=1e-9)
+    assert got[:, cs.PF_L3:].sum() > 0 if pf[0] else got[:, cs.PF_L3:].sum() == 0
