@@ -127,7 +127,7 @@ class Capture:
                  fp16: bool = False, tensors: Iterable[str] = ("dO",), batch: int,
                  provenance: dict | None = None, layer_names: Iterable[str] | None = None,
                  grad_transform: Callable | None = None, record: str = "post",
-                 example_input=None, overwrite: bool = False):
+                 example_input=None, overwrite: bool = False, dataset=None):
         torch, nn = _torch()
         self._torch = torch
         if not isinstance(model, nn.Module):
@@ -164,6 +164,23 @@ class Capture:
         self.modules = self._resolve_modules(model, workload, layer_names, warn=not derived)
         self.layers = {l.name: l for l in workload.layers}
         prov = dict(provenance or {})
+        # what `replay` prints as "captured under METHOD, dataset DATASET": never left unknown
+        if "method" not in prov:
+            prov["method"] = ({"id": "dense", "params": {}} if grad_transform is None else
+                              {"id": _transform_id(grad_transform),
+                               "params": dict(getattr(grad_transform, "params", {}) or {})})
+        if "dataset" not in prov:
+            if dataset is not None:   # a sim.capture.datasets.Dataset, or a name
+                prov["dataset"] = (dict(dataset.info) if hasattr(dataset, "info") else
+                                   {"name": str(dataset)})
+            elif workload.dataset:
+                prov["dataset"] = {"name": workload.dataset, "note": "the workload's dataset field"}
+            else:
+                prov["dataset"] = {"name": "unrecorded", "note": "Python API capture without "
+                                   "dataset= or provenance['dataset']"}
+        prov.setdefault("model", {"workload": workload.name, "class": type(model).__name__,
+                                  "parameters": int(sum(p.numel() for p in model.parameters()))})
+        prov.setdefault("command", "sim.capture.hooks.Capture (Python API)")
         cap = dict(prov.get("capture", {}))
         cap.update({"every": self.every, "iterations": sorted(self.iterations) if self.iterations
                     is not None else None, "subsample": self.subsample, "fp16": self.fp16,
