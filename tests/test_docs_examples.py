@@ -47,3 +47,16 @@ def test_doc_example_runs(code, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_hwconfig_notes_cite_shipped_sources():
+    """Source notes point to docs/sources.md sections that exist, never to files not shipped."""
+    secs = set(re.findall(r"^## (\d+)\.", (ROOT / "docs/sources.md").read_text(encoding="utf-8"),
+                          re.M))
+    files = sorted(ROOT.glob("hwconfigs/*.yaml")) + sorted(ROOT.glob("hwconfigs/clusters/*.yaml"))
+    assert files
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        assert "HARDWARE.md" not in text and "VALIDATION.md" not in text, f.name
+        for n in re.findall(r"docs/sources\.md (?:§|section )?(\d+)", text):
+            assert n in secs, f"{f.name}: docs/sources.md §{n} does not exist"
