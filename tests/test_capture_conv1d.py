@@ -82,3 +82,37 @@ def test_left_out_modules_are_named_in_one_warning():
     assert len(msgs) == 1 and "\n" not in msgs[0]
     assert "up (ConvTranspose2d)" in msgs[0] and "norm (LayerNorm)" in msgs[0]
     assert [l.name for l in wl.layers] == ["c", "fc"]
+
+
+def test_capture_with_a_workload_names_unrecorded_gemm_modules(tmp_path):
+    from sim.capture.hooks import Capture
+    from sim.capture.torchnet import workload_from_model
+    model = WithDeconv()
+    with pytest.warns(UserWarning, match="left out"):
+        wl = workload_from_model(model, torch.zeros(1, 3, 8, 8), "d")
+    with pytest.warns(UserWarning) as rec:
+        Capture(model, tmp_path / "t", wl, batch=1)
+    msgs = [str(w.message) for w in rec if "not recorded" in str(w.message)]
+    assert len(msgs) == 1 and "up (ConvTranspose2d)" in msgs[0]
+
+
+def test_api_capture_records_method_and_dataset(tmp_path):
+    from sim.capture.hooks import Capture
+    model = Net1d()
+    x, y = torch.randn(2, 4, 25), torch.tensor([0, 1])
+    with Capture(model, tmp_path / "t", example_input=x, batch=2, dataset="my-signals") as cap:
+        with cap.iteration(0):
+            nn.functional.cross_entropy(model(x), y).backward()
+    from sim.traces.format import open_trace
+    prov = open_trace(tmp_path / "t").provenance
+    assert prov["method"]["id"] == "dense" and prov["dataset"]["name"] == "my-signals"
+
+
+def test_folded_batchnorm_before_an_inplace_relu_is_not_reported():
+    from sim.capture.torchnet import workload_from_model
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True), nn.Flatten(),
+                      nn.Linear(4 * 6 * 6, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wl = workload_from_model(m, torch.zeros(1, 3, 8, 8), "f")
+    assert wl.layers[0].bn and wl.layers[0].relu

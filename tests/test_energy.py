@@ -10,8 +10,9 @@ HYP = load_hwconfig("a100-nm-hypothetical")
 
 
 def _kr(kernel="gemm", dtype="fp16", flops=2000, **by):
+    details = {"dtype": dtype, **({"m": 10, "n": 10, "k": 10} if kernel == "gemm" else {})}
     return KernelResult("tensorcore", HYP.name, "l", "fwd", kernel, 1.0, 1e9, flops, {}, dict(by),
-                        {"dtype": dtype})
+                        details)
 
 
 def test_hand_computed_kernel_energy():
@@ -23,6 +24,7 @@ def test_hand_computed_kernel_energy():
     # fp32 and the direct depthwise kernel run on CUDA cores: 4.6 pJ per FMA
     assert kernel_energy(HYP, _kr(dtype="fp32"))["math"] == pytest.approx(4600e-12)
     assert kernel_energy(HYP, _kr(kernel="direct-conv"))["math"] == pytest.approx(4600e-12)
+    assert kernel_energy(HYP, _kr(kernel="approx-wgc"))["math"] == pytest.approx(4600e-12)
 
 
 def test_missing_field_or_table_is_none_not_a_guess():

@@ -198,10 +198,10 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         def hook(mod, inp, out):
             keep.extend([inp[0], out])
             followers.append((kind, inp[0], out))
-            follower_mod[id(out)] = id(mod)
+            follower_mod[(kind, id(out))] = id(mod)   # an in-place ReLU returns the same tensor
         return hook
 
-    follower_mod: dict[int, int] = {}   # id(output tensor) -> id(module) of a bn/relu follower
+    follower_mod: dict = {}   # (kind, id(output tensor)) -> id(module) of a bn/relu follower
 
     for qname, mod in model.named_modules():
         if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.Linear)):
@@ -286,7 +286,7 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
             bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
             if bn is not None:
                 op["bn"] = True
-                folded.add(follower_mod.get(id(bn)))
+                folded.add(follower_mod.get(("bn", id(bn))))
                 tail = bn
             relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
             if relu is not None:

@@ -4,7 +4,8 @@ times a per-op energy table in the GPU hwconfig (Accelergy-style: energy = sum o
 The table is optional hwconfig fields (units pJ/FMA and pJ/B, each with its source; docs/sources.md):
 
 - ``energy_fma_tc_<dtype>``: one tensor-core FMA of that dtype (fp16, bf16, tf32);
-- ``energy_fma_cuda_fp32``: one CUDA-core FMA (fp32 GEMMs and the direct grouped/depthwise kernel);
+- ``energy_fma_cuda_fp32``: one CUDA-core FMA (fp32 GEMMs, the direct grouped/depthwise kernel,
+  the patch engine's approximate-WGC kernel);
 - ``energy_dram``, ``energy_l2``, ``energy_smem``: one byte moved at that level.
 
 A kernel's math energy is its FMAs (``KernelResult.flops / 2``, the useful math: an n:m sparse GEMM
@@ -29,9 +30,11 @@ def has_table(hw: HwConfig) -> bool:
 
 
 def _fma_field(hw: HwConfig, kr) -> str:
+    # only the tiled GEMMs of simulate_gemm (their details carry m, n, k) use the tensor cores; the
+    # direct grouped/depthwise kernel and the patch engine's gathers do their FMAs on CUDA cores
     from sim.engines.tensorcore import gpu_spec
     dtype = kr.details.get("dtype", gpu_spec(hw).default_dtype())
-    if kr.kernel == "direct-conv" or gpu_spec(hw).on_cuda_cores(dtype):
+    if "m" not in kr.details or gpu_spec(hw).on_cuda_cores(dtype):
         return "energy_fma_cuda_fp32"
     return f"energy_fma_tc_{dtype}"
 
