@@ -281,6 +281,13 @@ def _short(m: MethodSpec) -> str:
 
 
 def cmd_replay(args) -> int:
+    if getattr(args, "energy", False):
+        # the flag adds a text table; refused where it would change nothing
+        if args.json:
+            raise ConfigError(None, "--energy", "JSON records always carry energy_j and "
+                              "energy_split; --energy adds the table to the text output only")
+        if not args.hw:
+            raise ConfigError(None, "--energy", "needs --hw (energy is per hardware)")
     trace = open_trace(args.trace)
     engines = engines_for(args.hw)
     methods = parse_methods(getattr(args, "method", []))

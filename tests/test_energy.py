@@ -57,3 +57,11 @@ def test_replay_energy_table(capsys):
     txt = _replay(capsys, "--hw", "a100-sxm4-80gb", "--energy")
     assert NA in txt and "energy per training iteration" in txt
     assert "energy per training iteration" not in _replay(capsys)
+
+
+def test_energy_flag_refused_where_it_changes_nothing(capsys):
+    from sim.cli import main
+    for extra in (["--hw", "a100-nm-hypothetical", "--json"], []):
+        assert main(["replay", "traces/sample-cnn2-mnist5k", "--energy", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("prunesim: error:") and "--energy" in err[0]
