@@ -275,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
     p.add_argument("--cache", dest="cache_model", choices=("exact", "profile"), default=None,
                    help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")
+    p.add_argument("--energy", action="store_true", help="energy per step table too (hwconfig "
+                   "energy table x FMAs and bytes; 'n/a (no energy table)' where it has none)")
     p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")

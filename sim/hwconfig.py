@@ -50,6 +50,8 @@ UNITS: dict[str, dict[str, float]] = {
     "ops_per_cycle": {"FMA/clk": 1.0, "flop/clk": 1.0, "op/clk": 1.0},
     "throughput": {"flop/s": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15},
     "power": {"W": 1.0, "kW": 1e3},
+    "energy_per_op": {"pJ/FMA": 1e-12, "nJ/FMA": 1e-9},       # joules per FMA
+    "energy_per_byte": {"pJ/B": 1e-12, "pJ/bit": 8e-12, "nJ/B": 1e-9},   # joules per byte
     "fraction": {"": 1.0, "%": 0.01},
 }
 _QTY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")

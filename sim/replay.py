@@ -20,6 +20,7 @@ from analysis.tables import SPEEDUP_RULE, StreamTable, format_table, performance
 from sim import __version__
 from sim.errors import ConfigError
 from sim.engines.base import Unsupported, fallback_of, unsupported_reason
+from sim.engines.energy import NA as NA_ENERGY, kernels_energy
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig
 from sim.methods import MethodSpec, apply_method, parse_method, refuse_unused, stream_key
 from sim.methods.base import MethodResult, scale_work
@@ -102,7 +103,7 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
             mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
             entry = {"density": res.density, "structure": res.structure,
                      "work": res.work.as_dict(), "seconds": {}, "overhead": {}, "not_run": {},
-                     "fallback": {},
+                     "fallback": {}, "energy": {},
                      **{k: v for k, v in res.extra.items() if k != "work_scaled_by"}}
             for hw, engine in engines:
                 try:
@@ -117,6 +118,7 @@ def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[H
                 entry["seconds"][hw.name] = {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
                 entry["overhead"][hw.name] = sum(k.seconds for kl in ks.values() for k in kl
                                                  if k.kernel.endswith("-overhead"))
+                entry["energy"][hw.name] = kernels_energy(hw, [k for kl in ks.values() for k in kl])
             per_method[m.label] = entry
         yield {"iteration": rec.iteration, "epoch": rec.epoch, "layer": rec.layer, "op": layer.op,
                "block": layer.block, "shape": list(rec.shape),
@@ -138,6 +140,7 @@ class Totals:
     time: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     not_run: dict = field(default_factory=dict)      # (hw, method) -> first reason
     fallback: dict = field(default_factory=dict)     # (hw, method) -> [layers, first reason]
+    energy: dict = field(default_factory=dict)       # (hw, method) -> {cause: J} or None (n/a)
 
     def add(self, row: dict) -> None:
         self.iterations.add(row["iteration"])
@@ -156,6 +159,13 @@ class Totals:
                 for ph, v in sec.items():
                     t[ph] += v
                 t["overhead"] += e["overhead"][hw]
+                en = e.get("energy", {}).get(hw)
+                key = (hw, label)
+                if en is None:
+                    self.energy[key] = None          # one layer without a table: no network total
+                elif self.energy.setdefault(key, dict.fromkeys(en, 0.0)) is not None:
+                    for k, v in en.items():
+                        self.energy[key][k] += v
 
     def mean_density(self) -> dict[str, float]:
         return {m.label: self.dens[m.label][0] / self.dens[m.label][1]
@@ -183,13 +193,20 @@ class Totals:
                        "overhead_s": t["overhead"] / n, "backprop_s": agbp + wgc,
                        "step_s": fwd + agbp + wgc, "status": "ok", "reason": None,
                        "fallback": fallback_text(self.fallback.get((hw.name, m.label))),
-                       "backprop_speedup": None, "step_speedup": None}
+                       "backprop_speedup": None, "step_speedup": None,
+                       "energy_j": None, "energy_split": None}
+                en = self.energy.get((hw.name, m.label))
+                if en is not None:
+                    rec["energy_j"] = en["total"] / n
+                    rec["energy_split"] = json.dumps({k: v / n for k, v in en.items()
+                                                      if k != "total"}, sort_keys=True)
                 why = self.not_run.get((hw.name, m.label))
                 if why is not None:
                     # no numbers: a partial sum over the layers the engine did model would pass
                     # for the network's time
                     rec.update({k: None for k in ("density", "fwd_s", "agbp_s", "wgc_s",
-                                                  "overhead_s", "backprop_s", "step_s")},
+                                                  "overhead_s", "backprop_s", "step_s",
+                                                  "energy_j", "energy_split")},
                                status="not run", reason=why, fallback=None)
                 if self.not_run.get((hw.name, "dense")) is not None:
                     base = None
@@ -229,6 +246,23 @@ def summary_lines(records: list[dict]) -> list[str]:
     return out
 
 
+def energy_table(records: list[dict]) -> str:
+    """The --energy view: energy per training step (GEMM phases and the methods' kernels) by cause."""
+    rows = []
+    for r in records:
+        if r["status"] != "ok":
+            rows.append([r["hw"], r["method"], "not run", "", "", "", ""])
+        elif r["energy_j"] is None:
+            rows.append([r["hw"], r["method"], NA_ENERGY, "", "", "", ""])
+        else:
+            sp = json.loads(r["energy_split"])
+            rows.append([r["hw"], r["method"], f"{r['energy_j'] * 1e3:.3f}",
+                         *(f"{sp[k] * 1e3:.3f}" for k in ("math", "dram", "l2", "smem"))])
+    return ("energy per training iteration, mJ (FMAs and bytes per level x the hwconfig's "
+            "energy table; no static power; sim/engines/energy.py):\n"
+            + format_table(["hardware", "method", "energy mJ", "math", "DRAM", "L2", "smem"], rows))
+
+
 def trace_checksum(trace: Trace) -> str:
     """A content checksum of a trace: the SHA-256 of its manifest, which holds every tensor's."""
     import hashlib
@@ -250,6 +284,13 @@ def _short(m: MethodSpec) -> str:
 
 
 def cmd_replay(args) -> int:
+    if getattr(args, "energy", False):
+        # the flag adds a text table; refused where it would change nothing
+        if args.json:
+            raise ConfigError(None, "--energy", "JSON records always carry energy_j and "
+                              "energy_split; --energy adds the table to the text output only")
+        if not args.hw:
+            raise ConfigError(None, "--energy", "needs --hw (energy is per hardware)")
     trace = open_checked_trace(args.trace)
     engines = engines_for(args.hw)
     methods = parse_methods(getattr(args, "method", []))
@@ -449,6 +490,9 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=
         print("overhead = the methods' own kernels (thresholds, pruning, compression), included in "
               "the phase they belong to; backprop = AGBP + WGC; status: \"ok, N layer(s) dense\" = "
               "the method's sparsity has no kernel there (record field `fallback`)")
+        if getattr(args, "energy", False):
+            print()
+            print(energy_table(records))
         for line in summary_lines(records):
             print(line, file=sys.stderr)
     if store is not None:

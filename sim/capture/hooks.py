@@ -16,8 +16,9 @@ Usage::
 
 Every `cap.iteration()` block is one iteration (numbered 0, 1, 2, ... across epochs); iterations
 0, K, 2K, ... (or the explicit `iterations=` set) are recorded. Forward passes outside an
-`iteration()` block (evaluation) are ignored. Per recorded layer (every Conv2d / Linear that is a
-workload layer):
+`iteration()` block (evaluation) are ignored. Per recorded layer (every Conv2d / Conv1d / Linear
+that is a workload layer; a Conv1d's N x C x L tensors are stored as N x C x 1 x L; any other
+module with parameters or a GEMM is named in one warning line, never dropped silently):
 
 - ``dO``: gradient w.r.t. the layer module's OUTPUT, i.e. pre-BN for Conv-BN (a tensor hook on the
   module's output, registered in a forward hook; a later in-place op on that tensor does not change
@@ -126,11 +127,12 @@ class Capture:
                  fp16: bool = False, tensors: Iterable[str] = ("dO",), batch: int,
                  provenance: dict | None = None, layer_names: Iterable[str] | None = None,
                  grad_transform: Callable | None = None, record: str = "post",
-                 example_input=None, overwrite: bool = False):
+                 example_input=None, overwrite: bool = False, dataset=None):
         torch, nn = _torch()
         self._torch = torch
         if not isinstance(model, nn.Module):
             raise CaptureError(None, "model", f"expected a torch.nn.Module, got {type(model).__name__}")
+        derived = workload is None   # workload_from_model already warned about left-out modules
         if workload is None:
             if example_input is None:
                 raise CaptureError(None, "workload", "give a workload, or an example_input to "
@@ -159,9 +161,26 @@ class Capture:
             if k not in TRANSFORM_KINDS:
                 raise CaptureError(None, "grad_transform.kinds", f"unknown kind {k!r} "
                                    f"(supported: {', '.join(TRANSFORM_KINDS)})")
-        self.modules = self._resolve_modules(model, workload, layer_names)
+        self.modules = self._resolve_modules(model, workload, layer_names, warn=not derived)
         self.layers = {l.name: l for l in workload.layers}
         prov = dict(provenance or {})
+        # what `replay` prints as "captured under METHOD, dataset DATASET": never left unknown
+        if "method" not in prov:
+            prov["method"] = ({"id": "dense", "params": {}} if grad_transform is None else
+                              {"id": _transform_id(grad_transform),
+                               "params": dict(getattr(grad_transform, "params", {}) or {})})
+        if "dataset" not in prov:
+            if dataset is not None:   # a sim.capture.datasets.Dataset, or a name
+                prov["dataset"] = (dict(dataset.info) if hasattr(dataset, "info") else
+                                   {"name": str(dataset)})
+            elif workload.dataset:
+                prov["dataset"] = {"name": workload.dataset, "note": "the workload's dataset field"}
+            else:
+                prov["dataset"] = {"name": "unrecorded", "note": "Python API capture without "
+                                   "dataset= or provenance['dataset']"}
+        prov.setdefault("model", {"workload": workload.name, "class": type(model).__name__,
+                                  "parameters": int(sum(p.numel() for p in model.parameters()))})
+        prov.setdefault("command", "sim.capture.hooks.Capture (Python API)")
         cap = dict(prov.get("capture", {}))
         cap.update({"every": self.every, "iterations": sorted(self.iterations) if self.iterations
                     is not None else None, "subsample": self.subsample, "fp16": self.fp16,
@@ -184,11 +203,12 @@ class Capture:
         self._tap = _tap_class()
 
     # -- set-up -----------------------------------------------------------------------------------
-    def _resolve_modules(self, model, workload, layer_names):
+    def _resolve_modules(self, model, workload, layer_names, warn: bool = True):
         _, nn = self._torch, self._torch.nn
         mapping = getattr(model, "prunesim_layer_modules", None)
         if mapping is None:
-            mapping = {n: m for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+            mapping = {n: m for n, m in model.named_modules()
+                       if isinstance(m, (nn.Conv2d, nn.Conv1d, nn.Linear))}
         wanted = [l.name for l in workload.layers]
         if layer_names is not None:
             layer_names = list(layer_names)
@@ -200,8 +220,19 @@ class Capture:
         missing = [n for n in wanted if n not in mapping]
         if missing:
             raise CaptureError(None, "workload", f"workload {workload.name} layers not found as "
-                               f"Conv2d/Linear modules of the model: {', '.join(missing[:5])}"
+                               f"Conv2d/Conv1d/Linear modules of the model: {', '.join(missing[:5])}"
                                + (" ..." if len(missing) > 5 else ""))
+        if layer_names is None and warn:
+            # a GEMM module of the model that no workload layer names is not recorded: say so once
+            from .torchnet import _gemm_module_types
+            gemm = _gemm_module_types(nn)
+            chosen = {id(mapping[n]) for n in wanted}
+            left = [f"{n} ({type(m).__name__})" for n, m in model.named_modules()
+                    if isinstance(m, gemm) and id(m) not in chosen]
+            if left:
+                warnings.warn(f"Capture: {len(left)} GEMM module(s) of the model are not layers of "
+                              f"workload {workload.name} and are not recorded: {', '.join(left)}",
+                              stacklevel=3)
         return {n: mapping[n] for n in wanted}
 
     def __enter__(self) -> "Capture":
@@ -279,6 +310,8 @@ class Capture:
             x = x[:rb]
         if self.layers[name].op == "fc" and kind in ("I", "dI"):
             x = x.reshape(x.shape[0], -1)
+        elif self.layers[name].op == "conv" and x.dim() == 3:
+            x = x.unsqueeze(2)   # Conv1d: N x C x L (and its C_out x C_in x k weight) as a 1 x L map
         x32 = x.to(torch.float32)
         if not bool(torch.isfinite(x32).all()):
             raise CaptureError(None, name, f"non-finite {kind} at iteration {st.index}: training "

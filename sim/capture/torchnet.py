@@ -10,6 +10,7 @@ keys; ``WorkloadNet.prunesim_layer_modules`` maps every workload layer name to i
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from sim.errors import CaptureError, PrunesimError
@@ -133,6 +134,32 @@ def build_model(workload: Workload):
 # nn.Module -> workload
 
 
+def _gemm_module_types(nn) -> tuple:
+    # modules that do a GEMM even when they own no parameter of their own (e.g. shared weights)
+    names = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+             "Linear", "Bilinear", "MultiheadAttention", "RNN", "LSTM", "GRU")
+    return tuple(getattr(nn, n) for n in names if hasattr(nn, n))
+
+
+def _warn_dropped(model, kept: set, nn) -> list[str]:
+    """ONE warning line naming every module that owns parameters or does a GEMM and is not in the
+    workload (a layer, or a BatchNorm2d folded into a conv's bn flag); returns their names."""
+    gemm = _gemm_module_types(nn)
+    dropped = []
+    for qname, mod in model.named_modules():
+        if id(mod) in kept:
+            continue
+        if any(True for _ in mod.parameters(recurse=False)) or isinstance(mod, gemm):
+            dropped.append(f"{qname or '(root)'} ({type(mod).__name__})")
+    if dropped:
+        warnings.warn(f"workload_from_model: {len(dropped)} module(s) with parameters or a GEMM "
+                      f"are not workload layers and are left out of the workload and the trace: "
+                      f"{', '.join(dropped)} (the schema has Conv2d, unpadded Conv1d, Linear and a "
+                      "BatchNorm2d that alone follows a conv; modules that did not run in the "
+                      "forward pass are listed too)", stacklevel=3)
+    return dropped
+
+
 def workload_from_model(model, example_input, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
     """Derive a validated Workload from any ``nn.Module`` by forward hooks on Conv2d and Linear.
@@ -148,8 +175,9 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
     torch, nn = _torch()
     if not isinstance(model, nn.Module):
         raise CaptureError(None, "model", f"expected a torch.nn.Module, got {type(model).__name__}")
-    if not (torch.is_tensor(example_input) and example_input.dim() == 4):
-        raise CaptureError(None, "example_input", "expected a tensor of shape N x C x H x W")
+    if not (torch.is_tensor(example_input) and example_input.dim() in (3, 4)):
+        raise CaptureError(None, "example_input", "expected a tensor of shape N x C x H x W "
+                           "(or N x C x L for a Conv1d network: a 1 x L map)")
     calls: list[dict] = []
     followers: list[tuple[str, Any, Any]] = []  # (kind, input tensor, output tensor)
     keep: list[Any] = []  # hold every tensor seen so identity comparisons stay valid
@@ -170,10 +198,13 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         def hook(mod, inp, out):
             keep.extend([inp[0], out])
             followers.append((kind, inp[0], out))
+            follower_mod[(kind, id(out))] = id(mod)   # an in-place ReLU returns the same tensor
         return hook
 
+    follower_mod: dict = {}   # (kind, id(output tensor)) -> id(module) of a bn/relu follower
+
     for qname, mod in model.named_modules():
-        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+        if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.Linear)):
             handles.append(mod.register_forward_hook(layer_hook(qname)))
         elif isinstance(mod, nn.BatchNorm2d):
             handles.append(mod.register_forward_hook(follow_hook("bn")))
@@ -189,12 +220,17 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         for h in handles:
             h.remove()
     if not calls:
-        raise CaptureError(None, "model", "no Conv2d or Linear layer ran in the forward pass")
+        raise CaptureError(None, "model", "no Conv2d, Conv1d or Linear layer ran in the forward pass")
 
     def is_(a, b):
         return a is b
 
-    n, c, h, w = example_input.shape
+    if example_input.dim() == 3:
+        n, c, w = example_input.shape
+        h = 1
+    else:
+        n, c, h, w = example_input.shape
+    folded: set = set()   # ids of BatchNorm2d modules that became a conv's bn flag
     ops: list[dict] = []
     declared: dict[str, list[int]] = {}
     produced: list[tuple[Any, str]] = [(example_input, "x")]  # tensor -> workload tensor name
@@ -203,13 +239,36 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         src = next((tname for t, tname in produced if is_(t, x)), None)
         if src is None:
             src = f"in{i}"
-            shp = list(x.shape[1:]) if x.dim() == 4 else [int(x.shape[-1]), 1, 1]
+            if x.dim() == 4:
+                shp = list(x.shape[1:])
+            elif isinstance(mod, nn.Conv1d):   # N x C x L is a 1 x L map
+                shp = [int(x.shape[1]), 1, int(x.shape[2])]
+            else:
+                shp = [int(x.shape[-1]), 1, 1]
             if isinstance(mod, nn.Linear) and x.dim() != 2:
                 raise CaptureError(None, qname, f"Linear input of shape {list(x.shape)}: only "
                                    "N x features inputs are supported")
             declared[src] = [int(v) for v in shp]
         out_name = f"out{i}"
-        if isinstance(mod, nn.Conv2d):
+        if isinstance(mod, nn.Conv1d):
+            if mod.dilation != (1,) or mod.padding_mode != "zeros" or isinstance(mod.padding, str) \
+                    or mod.padding[0] != 0:
+                # the schema's one pad applies to both axes, so a padded 1 x L map would grow rows
+                raise CaptureError(None, qname, "Conv1d with padding, dilation or a non-zero "
+                                   "padding mode: a Conv1d is a conv over a 1 x L map, and the "
+                                   "workload schema's single pad would also pad that map's one row")
+            tensor_src = src
+            op = {"name": qname, "op": "conv", "in": tensor_src, "out": out_name,
+                  "c_out": mod.out_channels, "kernel": [1, mod.kernel_size[0]],
+                  "stride": mod.stride[0], "pad": 0, "groups": mod.groups,
+                  "bias": mod.bias is not None}
+            tail = y
+            relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
+            if relu is not None:
+                op["relu"] = True
+                tail = relu
+            produced.append((tail, out_name))
+        elif isinstance(mod, nn.Conv2d):
             if mod.dilation != (1, 1) or mod.padding_mode != "zeros" or isinstance(mod.padding, str):
                 raise CaptureError(None, qname, "dilated, non-zero-padded or padding='same' convs "
                                    "are not supported by the workload schema")
@@ -227,6 +286,7 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
             bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
             if bn is not None:
                 op["bn"] = True
+                folded.add(follower_mod.get(("bn", id(bn))))
                 tail = bn
             relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
             if relu is not None:
@@ -243,6 +303,7 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
                 tail = relu
             produced.append((tail, out_name))
         ops.append(op)
+    _warn_dropped(model, {id(c["mod"]) for c in calls} | folded, nn)
     doc: dict[str, Any] = {"schema": 1, "name": name,
                            "description": description or f"derived from {type(model).__name__} "
                                                          "by prunesim workload_from_model",
@@ -261,6 +322,8 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
     for call, layer in zip(calls, wl.layers):
         y = call["out"]
         want = (layer.c_out, layer.p, layer.q) if layer.op == "conv" else (layer.c_out,)
+        if isinstance(call["mod"], nn.Conv1d):
+            want = (layer.c_out, layer.q)
         if tuple(y.shape[1:]) != want:
             raise CaptureError(wl.origin, layer.name, f"module output {list(y.shape[1:])} differs "
                                f"from the workload's inferred {list(want)}")

@@ -77,6 +77,13 @@ HW_FIELDS: dict[str, Field] = {
                           "engine's reductions)", required=False, minimum=0),
     "launch_overhead": Field("time", "gap a dependent kernel launch adds on the GPU timeline",
                              minimum=0),
+    # optional per-op energy table (sim/engines/energy.py); absent: energy reads n/a
+    **{f"energy_fma_tc_{d}": Field("energy_per_op", f"energy of one {d.upper()} tensor-core FMA",
+                                   required=False, minimum=0) for d in ("fp16", "bf16", "tf32")},
+    "energy_fma_cuda_fp32": Field("energy_per_op", "energy of one FP32 CUDA-core FMA",
+                                  required=False, minimum=0),
+    **{f"energy_{lv}": Field("energy_per_byte", f"energy of one byte moved at {lv}",
+                             required=False, minimum=0) for lv in ("dram", "l2", "smem")},
 }
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "fp32": 4}

@@ -1,0 +1,118 @@
+"""Capture of Conv1d layers and the one-line warning for modules the workload cannot hold (issue 20.1)."""
+import warnings
+
+import pytest
+
+from sim.workload import lower
+
+pytestmark = pytest.mark.torch
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class Net1d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 8, 5, stride=2, bias=False)
+        self.act = nn.ReLU()
+        self.c2 = nn.Conv1d(8, 6, 3)
+        self.fc = nn.Linear(6 * 9, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.c2(self.act(self.c1(x))), 1))
+
+
+class WithDeconv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.ConvTranspose2d(4, 2, 2, stride=2)
+        self.norm = nn.LayerNorm(16)
+        self.fc = nn.Linear(2 * 16 * 16, 5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.norm(self.up(self.c(x))), 1))
+
+
+def test_conv1d_lowers_to_hand_derived_gemms():
+    from sim.capture.torchnet import workload_from_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # nothing is left out: no warning
+        wl = workload_from_model(Net1d(), torch.zeros(2, 4, 25), "n1d")
+    c1, c2, fc = wl.layers
+    # c1: L = 25, k = 5, stride 2 -> L_out = (25 - 5) // 2 + 1 = 11 on a 1 x L map
+    assert (c1.h, c1.w, c1.p, c1.q, c1.r, c1.s, c1.relu) == (1, 25, 1, 11, 1, 5, True)
+    g = lower(c1, 2)
+    assert (g["fwd"].m, g["fwd"].n, g["fwd"].k) == (2 * 11, 8, 4 * 5)
+    assert (g["wgc"].m, g["wgc"].n, g["wgc"].k) == (8, 4 * 5, 2 * 11)
+    # strided: scatter-form AGBP M = N*L_out, N = C_in*k, K = C_out
+    assert (g["agbp"].m, g["agbp"].n, g["agbp"].k, g["agbp"].form) == (22, 20, 8, "scatter")
+    g2 = lower(c2, 2)   # L = 11, k = 3 -> 9; stride 1: implicit AGBP M = N*L, K = C_out*k
+    assert (c2.q, g2["agbp"].m, g2["agbp"].n, g2["agbp"].k) == (9, 2 * 11, 8, 6 * 3)
+    assert fc.c_in == 6 * 9   # the flattened 6 x 1 x 9 output of c2
+
+
+def test_capture_records_conv1d_tensors(tmp_path):
+    from sim.capture.hooks import Capture
+    from sim.traces.format import open_trace
+    model = Net1d()
+    x, y = torch.randn(4, 4, 25), torch.tensor([0, 1, 2, 0])
+    with Capture(model, tmp_path / "t", example_input=x, batch=4, tensors=("dO", "I", "W")) as cap:
+        with cap.iteration(0):
+            nn.functional.cross_entropy(model(x), y).backward()
+    tr = open_trace(tmp_path / "t")
+    assert [l.name for l in tr.workload.layers] == ["c1", "c2", "fc"]
+    assert tr.tensor(0, "c1", "dO").shape == (4, 8, 1, 11)
+    assert tr.tensor(0, "c1", "W").shape == (8, 4, 1, 5)
+
+
+def test_padded_conv1d_is_refused_with_the_cause():
+    from sim.capture.torchnet import workload_from_model
+    from sim.errors import CaptureError
+    m = nn.Sequential(nn.Conv1d(2, 2, 3, padding=1), nn.Flatten(), nn.Linear(16, 2))
+    with pytest.raises(CaptureError, match="1 x L map"):
+        workload_from_model(m, torch.zeros(1, 2, 8), "p")
+
+
+def test_left_out_modules_are_named_in_one_warning():
+    from sim.capture.torchnet import workload_from_model
+    with pytest.warns(UserWarning) as rec:
+        wl = workload_from_model(WithDeconv(), torch.zeros(1, 3, 8, 8), "d")
+    msgs = [str(w.message) for w in rec if "left out" in str(w.message)]
+    assert len(msgs) == 1 and "\n" not in msgs[0]
+    assert "up (ConvTranspose2d)" in msgs[0] and "norm (LayerNorm)" in msgs[0]
+    assert [l.name for l in wl.layers] == ["c", "fc"]
+
+
+def test_capture_with_a_workload_names_unrecorded_gemm_modules(tmp_path):
+    from sim.capture.hooks import Capture
+    from sim.capture.torchnet import workload_from_model
+    model = WithDeconv()
+    with pytest.warns(UserWarning, match="left out"):
+        wl = workload_from_model(model, torch.zeros(1, 3, 8, 8), "d")
+    with pytest.warns(UserWarning) as rec:
+        Capture(model, tmp_path / "t", wl, batch=1)
+    msgs = [str(w.message) for w in rec if "not recorded" in str(w.message)]
+    assert len(msgs) == 1 and "up (ConvTranspose2d)" in msgs[0]
+
+
+def test_api_capture_records_method_and_dataset(tmp_path):
+    from sim.capture.hooks import Capture
+    model = Net1d()
+    x, y = torch.randn(2, 4, 25), torch.tensor([0, 1])
+    with Capture(model, tmp_path / "t", example_input=x, batch=2, dataset="my-signals") as cap:
+        with cap.iteration(0):
+            nn.functional.cross_entropy(model(x), y).backward()
+    from sim.traces.format import open_trace
+    prov = open_trace(tmp_path / "t").provenance
+    assert prov["method"]["id"] == "dense" and prov["dataset"]["name"] == "my-signals"
+
+
+def test_folded_batchnorm_before_an_inplace_relu_is_not_reported():
+    from sim.capture.torchnet import workload_from_model
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True), nn.Flatten(),
+                      nn.Linear(4 * 6 * 6, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wl = workload_from_model(m, torch.zeros(1, 3, 8, 8), "f")
+    assert wl.layers[0].bn and wl.layers[0].relu
