@@ -302,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(default $PRUNESIM_CACHE or ~/.cache/prunesim)")
     p.add_argument("--stats", default=None,
                    help="fitted statistics YAML for workloads (default: the ones shipped)")
+    p.add_argument("--cache-model", choices=("exact", "profile"), default=None,
+                   help="CPU cache misses: exact LRU simulation (default) or reuse-distance "
+                        "profile (replay's --cache; part of each stored point's key)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.add_argument("--yes-large", action="store_true",
                    help="run work above a budget of sim/limits.py (docs/hardening.md)")

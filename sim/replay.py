@@ -455,6 +455,9 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
     w = trace.workload
     records = totals.records()
+    from sim.results.store import cache_model_field
+    for rec in records:  # part of a stored point's key: exact and profile points never collide
+        rec["cache_model"] = cache_model_field(rec["hw_kind"], getattr(args, "cache_model", None))
     if store is not None:
         for rec in records:
             # a replay of one iteration is a different point from the whole trace's

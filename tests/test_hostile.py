@@ -302,6 +302,25 @@ def test_trace_synth_too_large_leaves_nothing(tmp_path, capsys):
     assert not (tmp_path / "big").exists()
 
 
+def test_sweep_yes_large_reaches_its_synthesis(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    from sim import limits
+    # a budget below cnn2 at batch 4 (about 60 kB), so the real check is reached cheaply
+    monkeypatch.setitem(limits.BUDGETS, "synth_bytes",
+                        dataclasses.replace(limits.BUDGETS["synth_bytes"], limit=1000))
+    argv = ["sweep", "--hw", "a100-sxm4-40gb", "--workload", "cnn2", "--batch", "4",
+            "--method", "dense", "--db", tmp_path / "r.sqlite", "--jobs", "1", "--json"]
+    line = refused(argv, capsys, "--batch", "estimated", "exceeds the limit", "--yes-large")
+    assert "cnn2 at batch 4" in line
+    assert not list((tmp_path / "cache" / "traces").glob("cnn2-*"))
+    rc, out, err = run(argv + ["--yes-large"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["stored"] == 1
+    (entry,) = (tmp_path / "cache" / "traces").glob("cnn2-*")
+    assert (entry / "manifest.json").is_file()
+
+
 def test_failed_synthesis_removes_its_partial_trace(tmp_path, monkeypatch, capsys):
     import sim.traces.synth as synth
     real, calls = synth.generate_layer, []

@@ -151,3 +151,22 @@ def test_replay_db_stores_and_resumes(tmp_path):
     again = api.replay(SAMPLE, ["a100-sxm4-40gb"], ["dbtd:p=0.99"])
     assert [r["key"] for r in again] == [r["key"] for r in recs]
     assert [r["step_s"] for r in again] == [r["step_s"] for r in recs]
+
+
+def test_cache_model_in_the_key_exact_keeps_the_key_of_records_without_it():
+    # records stored before the field existed were all exact LRU: they keep their keys
+    assert point_key(rec(hw_kind="cpu", cache_model="exact")) == point_key(rec(hw_kind="cpu"))
+    assert point_key(rec(hw_kind="cpu", cache_model="profile")) != point_key(rec(hw_kind="cpu"))
+
+
+def test_replay_db_keys_points_by_cache_model(tmp_path, cnn2_trace, capsys):
+    db = tmp_path / "r.sqlite"
+    args = ["replay", str(cnn2_trace), "--hw", "xeon-e5-2680v4", "--method", "dbtd:p=0.99",
+            "--db", str(db)]
+    assert main(args + ["--cache", "profile"]) == 0
+    assert main(args + ["--cache", "profile"]) == 0      # same model: no new point
+    assert main(args) == 0                                 # default exact: other points
+    capsys.readouterr()
+    recs = api.records(db)
+    assert sorted(r["cache_model"] for r in recs) == ["exact", "exact", "profile", "profile"]
+    assert len({r["key"] for r in recs}) == 4

@@ -193,6 +193,42 @@ def test_internal_error_in_one_group_lets_the_others_finish(tmp_path, cnn2_trace
     assert {r["trace"] for r in api.records(db)} == {str(Path(CNN2).resolve())}
 
 
+def test_cache_model_is_part_of_the_key_exact_and_profile_never_collide(tmp_path, cnn2_trace,
+                                                                        capsys):
+    db = tmp_path / "r.sqlite"
+    base = ["sweep", "--hw", "xeon-e5-2680v4", "--hw", "a100-sxm4-40gb", "--trace", str(cnn2_trace),
+            "--method", "dbtd:p=0.99", "--db", str(db), "--jobs", "1", "--json"]
+
+    def run(*extra) -> dict:
+        assert main(base + list(extra)) == 0
+        return json.loads(capsys.readouterr().out)
+    first = run("--cache-model", "profile")
+    assert (first["stored"], first["skipped"]) == (4, 0)
+    again = run("--cache-model", "profile")                 # same model: resumes, runs nothing
+    assert (again["stored"], again["skipped"], again["groups"]) == (0, 4, 0)
+    other = run("--cache-model", "exact")                   # the other model: the CPU points rerun
+    assert (other["stored"], other["skipped"]) == (2, 2)    # the GPU points are the same points
+    assert run()["skipped"] == 4                            # exact is the default
+    recs = api.records(db)
+    assert len(recs) == 6
+    cpu = {(r["cache_model"], r["method_id"]): r for r in recs if r["hw_kind"] == "cpu"}
+    assert set(cpu) == {(m, i) for m in ("exact", "profile") for i in ("dense", "dbtd")}
+    assert {r["cache_model"] for r in recs if r["hw_kind"] != "cpu"} == {None}
+    assert cpu["exact", "dbtd"]["key"] != cpu["profile", "dbtd"]["key"]
+    # the model really ran: the two sparse products' miss counts, hence seconds, differ
+    assert cpu["exact", "dbtd"]["agbp_s"] != cpu["profile", "dbtd"]["agbp_s"]
+    layers = api.records(db, "layer")
+    assert {l["cache_model"] for l in layers if l["hw_kind"] == "cpu"} == {"exact", "profile"}
+    # replay and the API key a profile point as the sweep does
+    rep = api.replay(cnn2_trace, ["xeon-e5-2680v4"], ["dbtd:p=0.99"], cache_model="profile")
+    assert {r["key"] for r in rep} == {r["key"] for r in recs if r["cache_model"] == "profile"}
+    # only CPU hardware simulates caches: elsewhere the option would change nothing
+    rc = main(["sweep", "--hw", "a100-sxm4-40gb", "--trace", str(cnn2_trace), "--db", str(db),
+               "--cache-model", "profile"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--cache-model" in err and "no CPU hwconfig" in err
+
+
 # ----------------------------------------------------------------------------------------------
 # Dask
 

@@ -15,15 +15,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sim.results.store import ResultStore, point_key
+from sim.results.store import ResultStore, cache_model_field, point_key
 
 
 def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = None, *,
            seed: int = 0, iteration: int | None = None,
-           db: str | os.PathLike | None = None) -> list[dict]:
+           db: str | os.PathLike | None = None, cache_model: str | None = None) -> list[dict]:
     """`prunesim replay TRACE --hw ... --method ...`: one network-level record per (hw, method).
 
     With `db` the records are also stored (existing points are kept, not duplicated).
+    `cache_model` is replay's `--cache` (CPU hardware only: "exact", the default, or "profile").
     """
     from sim.replay import Totals, engines_for, parse_methods, replay_layers
     from sim.traces.format import open_trace
@@ -31,13 +32,15 @@ def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = 
     engines = engines_for(list(hw))
     specs = parse_methods(list(methods or []))
     totals = Totals(tr, specs, engines, seed)
-    for row in replay_layers(tr, specs, engines, seed, iteration):
-        totals.add(row)
+    from sim.results.sweep import _cache_model
+    with _cache_model(cache_model):
+        for row in replay_layers(tr, specs, engines, seed, iteration):
+            totals.add(row)
     recs = []
     for r in totals.records():
         hwc = next(h for h, _ in engines if h.name == r["hw"])
         r = {**r, "only_iteration": iteration, "trace_source": "trace", "hw_path": hwc.path,
-             "hw_overrides": "{}"}
+             "hw_overrides": "{}", "cache_model": cache_model_field(r["hw_kind"], cache_model)}
         recs.append({"key": point_key(r), **r})
     if db is not None:
         with ResultStore(db) as st:
@@ -50,7 +53,8 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           methods: list[str] | None = None, db: str | os.PathLike | None = None,
           batch: int | None = None, grid: str | os.PathLike | None = None, jobs: int | None = None,
           scheduler: str | None = None, seed: int = 0, cache: str | os.PathLike | None = None,
-          stats: str | None = None, progress: bool | None = False) -> list[dict]:
+          stats: str | None = None, progress: bool | None = False,
+          cache_model: str | None = None) -> list[dict]:
     """`prunesim sweep ...`: the records of every point of the sweep (run now or stored before).
 
     Without `db` the results live in an in-memory store for this call only (nothing resumes).
@@ -63,7 +67,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
                        grid=os.fspath(grid) if grid is not None else None, jobs=jobs,
                        scheduler=scheduler, seed=seed,
                        cache=os.fspath(cache) if cache is not None else None, stats=stats,
-                       progress=progress, store=st)
+                       progress=progress, store=st, cache_model=cache_model)
         wanted = set(res.keys or ())
         return [r for r in st.records() if r["key"] in wanted]
     finally:

@@ -35,9 +35,14 @@ KINDS = ("network", "layer")
 # Everything that determines a point's numbers. The hwconfig's name is included besides its content
 # checksum because records are read by name (two files with equal numbers stay two points), and
 # `only_iteration` (a replay restricted to one captured iteration) defaults to None.
+# `cache_model` (how the CPU engine counts cache misses) is None for hardware without a simulated
+# cache; "exact" is left out of the key, so points stored before the field existed (all exact LRU)
+# keep their keys and a resumed sweep does not recompute them.
 KEY_FIELDS = ("prunesim", "hw", "hw_checksum", "workload", "trace_checksum", "batch", "iterations",
-              "only_iteration", "seed", "method_id", "method_params")
-_REQUIRED = tuple(f for f in KEY_FIELDS if f != "only_iteration")
+              "only_iteration", "seed", "method_id", "method_params", "cache_model")
+_OPTIONAL = ("only_iteration", "cache_model")
+_REQUIRED = tuple(f for f in KEY_FIELDS if f not in _OPTIONAL)
+DEFAULT_CACHE_MODEL = "exact"   # sim.engines.cpu.CACHE_MODEL's default (not imported: Numba)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,7 +88,15 @@ def point_key(record: dict) -> str:
     if missing:
         raise StoreError(None, "record", f"missing key inputs {missing}")
     doc = {f: _canon(record.get(f)) for f in KEY_FIELDS}
+    if doc["cache_model"] in (None, DEFAULT_CACHE_MODEL):
+        del doc["cache_model"]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def cache_model_field(hw_kind: str, name: str | None = None) -> str | None:
+    """A record's `cache_model`: the CPU engine's cache model (`name`, else the default), None for
+    hardware whose engine simulates no cache (the option changes nothing there)."""
+    return (name or DEFAULT_CACHE_MODEL) if hw_kind == "cpu" else None
 
 
 def layer_key(point: str, layer: str) -> str:

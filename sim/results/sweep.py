@@ -39,7 +39,7 @@ from sim.errors import ConfigError, PrunesimError, TraceError
 from sim.hwconfig import KINDS, HwConfig, load_hwconfig, with_overrides
 from sim.limits import check_budget
 from sim.progress import Progress
-from sim.results.store import ResultStore, point_key
+from sim.results.store import ResultStore, cache_model_field, point_key
 from sim.yamlio import load_yaml_file
 
 DEFAULT_BATCH = 64
@@ -140,7 +140,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def synthetic_trace(workload: str, batch: int, seed: int = 0, stats: str | None = None,
-                    cache: str | os.PathLike | None = None, progress: bool | None = None) -> Path:
+                    cache: str | os.PathLike | None = None, progress: bool | None = None,
+                    yes_large: bool = False) -> Path:
     """The synthetic trace of (workload, batch, seed, stats), generated on first use.
 
     Its cache entry is named by the SHA-256 of everything the generator reads (the workload's
@@ -171,7 +172,8 @@ def synthetic_trace(workload: str, batch: int, seed: int = 0, stats: str | None 
         tmp = root / f".{final.name}.tmp{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         with Progress(len(wl.layers), f"synth {wl.name} b{batch}", "layers", force=progress) as bar:
-            synth(wl, batch, tmp, st, seed=seed, progress=bar.callback)
+            # the size check is synth's (budget and free disk); --yes-large lifts only the budget
+            synth(wl, batch, tmp, st, seed=seed, progress=bar.callback, yes_large=yes_large)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -208,16 +210,19 @@ def trace_ref(path: str | os.PathLike, source: str = "trace") -> TraceRef:
     return TraceRef(str(Path(path).resolve()), trace_checksum(tr), tr.workload.name, tr.batch, n, source)
 
 
-def planned_record(tr: TraceRef, hw: HwConfig, method, seed: int) -> dict:
+def planned_record(tr: TraceRef, hw: HwConfig, method, seed: int,
+                   cache_model: str | None = None) -> dict:
     """The key inputs of a point, as its record will hold them (so the key is known up front)."""
     return {"prunesim": __version__, "hw": hw.name, "hw_checksum": hw.checksum,
             "workload": tr.workload, "trace_checksum": tr.checksum, "batch": tr.batch,
             "iterations": tr.iterations, "seed": seed, "method_id": method.id,
-            "method_params": json.dumps(dict(method.params), sort_keys=True)}
+            "method_params": json.dumps(dict(method.params), sort_keys=True),
+            "cache_model": cache_model_field(hw.kind, cache_model)}
 
 
 def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list, seed: int,
-         done: set[str], workers: int = 1) -> tuple[list[dict], int, int]:
+         done: set[str], workers: int = 1,
+         cache_model: str | None = None) -> tuple[list[dict], int, int]:
     """Tasks for the points not in `done`: (tasks, points to run, points skipped).
 
     A task is a plain dict (hwconfigs travel as their frozen dataclasses; everything else is
@@ -228,7 +233,8 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
     for tr in traces:
         need_hw, need_m = [], set()
         for hw, combo in hws:
-            missing = {m.label for m in methods if point_key(planned_record(tr, hw, m, seed)) not in done}
+            missing = {m.label for m in methods
+                       if point_key(planned_record(tr, hw, m, seed, cache_model)) not in done}
             n_run += len(missing)
             n_skip += len(methods) - len(missing)
             if missing:
@@ -246,7 +252,8 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
             part = need_hw[i:i + size]
             tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,
                           "methods": labels, "hw": [h for h, _ in part],
-                          "overrides": {h.name: c for h, c in part}, "seed": seed})
+                          "overrides": {h.name: c for h, c in part}, "seed": seed,
+                          "cache_model": cache_model})
     return tasks, n_run, n_skip
 
 
@@ -281,24 +288,26 @@ def _run_group(task: dict) -> list[dict]:
     engines = [(hw, importlib.import_module(KINDS[hw.kind])) for hw in task["hw"]]
     seed = task["seed"]
     totals = Totals(trace, methods, engines, seed)
+    cm = task.get("cache_model")
     # per (hw, method, layer): sums over captured iterations of phase seconds, overhead, density
     lay: dict = defaultdict(lambda: defaultdict(float))
     meta: dict[str, dict] = {}
     fb_lay: dict = {}
-    for row in replay_layers(trace, methods, engines, seed):
-        totals.add(row)
-        meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
-        for label, e in row["methods"].items():
-            for hw_name, sec in e["seconds"].items():
-                acc = lay[(hw_name, label, row["layer"])]
-                acc["n"] += 1
-                acc["density"] += e["density"]
-                acc["overhead"] += e["overhead"][hw_name]
-                for ph, v in sec.items():
-                    acc[ph] += v
-                why = e.get("fallback", {}).get(hw_name)
-                if why:
-                    fb_lay.setdefault((hw_name, label, row["layer"]), why)
+    with _cache_model(cm):  # rows are computed lazily: the whole loop is inside
+        for row in replay_layers(trace, methods, engines, seed):
+            totals.add(row)
+            meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
+            for label, e in row["methods"].items():
+                for hw_name, sec in e["seconds"].items():
+                    acc = lay[(hw_name, label, row["layer"])]
+                    acc["n"] += 1
+                    acc["density"] += e["density"]
+                    acc["overhead"] += e["overhead"][hw_name]
+                    for ph, v in sec.items():
+                        acc[ph] += v
+                    why = e.get("fallback", {}).get(hw_name)
+                    if why:
+                        fb_lay.setdefault((hw_name, label, row["layer"]), why)
     order = {l.name: i for i, l in enumerate(trace.workload.layers)}
     out = []
     for rec in totals.records():
@@ -306,6 +315,7 @@ def _run_group(task: dict) -> list[dict]:
         rec["trace_source"] = task["source"]
         rec["hw_path"] = next(h.path for h in task["hw"] if h.name == rec["hw"])
         rec["hw_overrides"] = json.dumps(task["overrides"].get(rec["hw"], {}), sort_keys=True)
+        rec["cache_model"] = cache_model_field(rec["hw_kind"], cm)
         layers = []
         # a "not run" point has no per-layer numbers (the engine did not model all of them)
         for name in sorted(meta, key=order.__getitem__) if rec["status"] == "ok" else ():
@@ -315,7 +325,8 @@ def _run_group(task: dict) -> list[dict]:
             n = acc["n"]
             layers.append({**{k: rec[k] for k in ("hw", "hw_kind", "hw_checksum", "workload",
                                                   "trace_checksum", "batch", "seed", "method",
-                                                  "method_id", "method_params", "prunesim")},
+                                                  "method_id", "method_params", "prunesim",
+                                                  "cache_model")},
                            "layer": name, "layer_index": order[name], **meta[name],
                            "iterations": int(n), "density": acc["density"] / n,
                            "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
@@ -323,6 +334,15 @@ def _run_group(task: dict) -> list[dict]:
                            "fallback": fb_lay.get((rec["hw"], rec["method"], name))})
         out.append({"record": rec, "layers": layers})
     return out
+
+
+def _cache_model(name: str | None):
+    """The CPU engine's cache model for this group (a worker process starts with the default)."""
+    if name is None:
+        from contextlib import nullcontext
+        return nullcontext()
+    from sim.engines.cpu import cache_model
+    return cache_model(name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -423,7 +443,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           scheduler: str | None = None, seed: int = 0, cache: str | None = None,
           stats: str | None = None, progress: bool | None = None,
           store: ResultStore | None = None, log: Callable[[str], None] | None = None,
-          yes_large: bool = False) -> SweepResult:
+          yes_large: bool = False, cache_model: str | None = None) -> SweepResult:
     """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
     from sim.replay import parse_methods
     if bool(workloads) == bool(traces):
@@ -436,6 +456,12 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
     specs = parse_methods(list(methods or []))
     combos = load_grid(grid, yes_large) if grid else None
     points_hw = hw_points(expand_hw(list(hw)), combos, str(grid) if grid else None)
+    if cache_model is not None:
+        if cache_model not in ("exact", "profile"):
+            raise ConfigError(None, "--cache-model", f"expected exact or profile, got {cache_model!r}")
+        if not any(h.kind == "cpu" for h, _ in points_hw):
+            raise ConfigError(None, "--cache-model", "only the CPU engine simulates caches; no CPU "
+                              "hwconfig is in the sweep")
     n_src = len(traces or []) + len(workloads or [])
     check_budget("sweep_points", n_src * len(points_hw) * len(specs), None, "--hw/--grid/--method",
                  yes_large=yes_large, error=ConfigError,
@@ -451,12 +477,12 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
             refs.append(trace_ref(t, "trace"))
         for w in workloads or []:
             refs.append(trace_ref(synthetic_trace(w, batch or DEFAULT_BATCH, seed, stats, cache,
-                                                  progress), "synthetic"))
+                                                  progress, yes_large), "synthetic"))
         workers = dask_workers(scheduler) if scheduler else (jobs or os.cpu_count() or 1)
         done = st.keys()
-        tasks, n_run, n_skip = plan(refs, points_hw, specs, seed, done, workers)
-        wanted = {point_key(planned_record(tr, h, m, seed)) for tr in refs for h, _ in points_hw
-                  for m in specs}
+        tasks, n_run, n_skip = plan(refs, points_hw, specs, seed, done, workers, cache_model)
+        wanted = {point_key(planned_record(tr, h, m, seed, cache_model)) for tr in refs
+                  for h, _ in points_hw for m in specs}
         res.points, res.skipped, res.groups = len(wanted), n_skip, len(tasks)
         res.keys = sorted(wanted)
         say(f"sweep: {len(refs)} trace(s) x {len(points_hw)} hardware point(s) x {len(specs)} "
@@ -512,7 +538,8 @@ def cmd_sweep(args) -> int:
                     scheduler=args.scheduler, seed=args.seed, cache=args.cache,
                     stats=getattr(args, "stats", None), progress=progress,
                     log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)),
-                    yes_large=getattr(args, "yes_large", False))
+                    yes_large=getattr(args, "yes_large", False),
+                    cache_model=getattr(args, "cache_model", None))
     except KeyboardInterrupt:
         print(f"prunesim: sweep interrupted; finished points are in {args.db}: rerun the same "
               "command to resume", file=sys.stderr)
