@@ -406,7 +406,23 @@ def test_missing_device_hwconfig_is_an_error_unless_asked(tmp_path, capsys):
             capsys, "--hw", "nosuch")
     rc, out, err = run(["train", "--workload", "resnet20", "--cluster", c, "--roofline"], capsys)
     assert rc == 0, err
-    assert "roofline" in out and "FALLBACK" in out
+    # asked for, so labelled as the user's choice, never as a fallback nor as "forced by caller"
+    line = next(x for x in out.splitlines() if x.startswith("per-layer times:"))
+    assert "roofline model (asked for with --roofline" in line and "not the cycle-level" in line
+    assert "FALLBACK" not in out and "forced" not in out
+    rc, out, err = run(["train", "--workload", "resnet20", "--cluster", c, "--roofline", "--json"],
+                       capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["timing_model"] == "roofline" and doc["timing_fallback"] is False
+    for src in (doc["timing_source"], doc["method"]["timing_source"], doc["dense"]["timing_source"]):
+        assert src.startswith("roofline model (asked for with --roofline")
+    # the engine when it loads: labelled as the engine
+    rc, out, err = run(["train", "--workload", "resnet20", "--cluster", "dgx-a100-hdr", "--json"],
+                       capsys)
+    doc = json.loads(out)
+    assert rc == 0 and doc["timing_model"] == "engine" and not doc["timing_fallback"]
+    assert doc["timing_source"].startswith("engine:tensorcore")
 
 
 def test_train_batch_must_fit_device_memory(capsys):

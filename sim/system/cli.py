@@ -146,14 +146,17 @@ def cmd_train(args) -> int:
     if args.accuracy:
         tta = tta_report([e.seconds for e in run.epochs], [e.seconds for e in dense.epochs],
                          load_curves(args.accuracy), run.method, args.target)
-    fallback = run.timing_source.startswith("roofline")
+    roofline = run.timing_source.startswith("roofline")
+    from sim.system.timeline import ROOFLINE_ASKED
+    fallback = roofline and run.timing_source != ROOFLINE_ASKED   # not asked for: say so loudly
     split = getattr(args, "prunetrain_split", None)
     split_json = {k: v for k, v in split.items() if k != "run"} if split else None
     if args.json:
         out = {"workload": w.name, "cluster": cl.name, "devices": cl.devices,
                "dimensions": [{"name": d.name, "devices": d.devices, "link": d.link}
                               for d in cl.dimensions],
-               "timing_source": run.timing_source, "timing_fallback": fallback,
+               "timing_source": run.timing_source,
+               "timing_model": "roofline" if roofline else "engine", "timing_fallback": fallback,
                "method": run.to_json(), "dense": dense.to_json(),
                "epochs": len(run.epochs),
                # speedup: dense / method (> 1 faster); None where the method is not modeled here
@@ -166,7 +169,9 @@ def cmd_train(args) -> int:
     print(f"{w.name} on {cl.name}: {cl.devices} devices ("
           + " x ".join(f"{d.devices} {d.name} [{d.link}]" for d in cl.dimensions) + ")")
     print(f"per-layer times: {run.timing_source}" + ("  <-- FALLBACK, not the cycle-level engine"
-                                                    if fallback else ""))
+                                                    if fallback else
+                                                    "  <-- not the cycle-level engine"
+                                                    if roofline else ""))
     print(f"trajectory: {run.trajectory}")
     for r in (run, dense):
         e0 = r.epochs[0]

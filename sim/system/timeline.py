@@ -48,11 +48,22 @@ class Timing:
     """Per-layer times of one workload at one batch and where they came from."""
 
     layers: tuple[LayerTimes, ...]
-    source: str          # "engine:tensorcore (hw)" or "roofline fallback: <reason>"
+    source: str          # "engine:tensorcore (hw, dtype)", ROOFLINE_ASKED or "roofline fallback (why)"
 
     @property
     def fallback(self) -> bool:
+        """Timed by the roofline model, asked for or not (callers label both; see `asked`)."""
         return self.source.startswith("roofline")
+
+    @property
+    def asked(self) -> bool:
+        return self.source == ROOFLINE_ASKED
+
+
+# the source of times from engine="roofline": the user chose the model (train --roofline), so it is
+# named as a choice, not as a fallback; callers test `source.startswith("roofline")` for either
+ROOFLINE_ASKED = ("roofline model (asked for with --roofline: peak_math and mem_bandwidth of the "
+                  "cluster's device)")
 
 
 # ------------------------------------------------------------------------------- layer times
@@ -100,10 +111,11 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
                 method=None) -> Timing:
     """FWD/AGBP/WGC seconds and gradient bytes per layer at the workload's widths.
 
-    engine: "auto" (tensorcore when it loads, else roofline), "roofline" (force the fallback).
+    engine: "auto" (tensorcore when it loads, else the roofline fallback), "roofline" (the roofline
+    model by choice: `train --roofline`).
     method: a MethodSpec; SDGP (sdgp-*) prunes AGBP through the engine's nominal n:m result
     (engine only; the roofline fallback has no sparse model). Every other method: dense times."""
-    reason = "forced by caller" if engine == "roofline" else _engine_available(device.hwconfig)
+    reason = "asked" if engine == "roofline" else _engine_available(device.hwconfig)
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
     sdgp = method if (method is not None and method.id.startswith("sdgp-")) else None
@@ -125,7 +137,7 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
         out.append(LayerTimes(l.name, t["fwd"], t["agbp"], t["wgc"], l.param_count * gb,
                               l.param_count))
     src = (f"engine:tensorcore ({device.hwconfig}, {dtype})" if reason is None
-           else f"roofline fallback ({reason})")
+           else ROOFLINE_ASKED if engine == "roofline" else f"roofline fallback ({reason})")
     return Timing(tuple(out), src)
 
 
