@@ -312,14 +312,17 @@ def test_ranged_options(capsys, case, value):
 
 
 @given(st.sampled_from(["new", "regular", "fifo", "dir", "input", "hardlink", "symlink-to-input",
-                        "dangling"]), st.booleans())
-def test_output_paths(tmp_path_factory, kind, force):
+                        "symlink-to-other", "dangling"]), st.booleans(), st.booleans())
+def test_output_paths(tmp_path_factory, kind, force, ours):
     """check_output: a new path always; an existing regular file that is not an input only with
-    --force; nothing else, ever. What is refused is left as it was."""
+    --force or when prunesim wrote it (`ours`); never a link, whatever it points to; nothing else,
+    ever. What is refused is left as it was."""
     from sim.outputs import OutputError, check_output
     d = tmp_path_factory.mktemp("out")
     src = d / "in.npy"
     src.write_bytes(b"input")
+    other = d / "other.npy"
+    other.write_bytes(b"other")
     out = d / "out.npy"
     if kind == "regular":
         out.write_bytes(b"old")
@@ -333,16 +336,18 @@ def test_output_paths(tmp_path_factory, kind, force):
         os.link(src, out)
     elif kind == "symlink-to-input":
         out.symlink_to(src)
+    elif kind == "symlink-to-other":
+        out.symlink_to(other)
     elif kind == "dangling":
         out.symlink_to(d / "nowhere")
-    ok = kind == "new" or (kind == "regular" and force)
+    ok = kind == "new" or (kind == "regular" and (force or ours))
     try:
-        check_output(out, inputs=[src], force=force)
+        check_output(out, inputs=[src], force=force, ours=lambda p: ours)
     except OutputError as e:
         assert not ok and e.file == str(out)
     else:
         assert ok
-    assert src.read_bytes() == b"input"
+    assert src.read_bytes() == b"input" and other.read_bytes() == b"other"
 
 
 @given(st.lists(st.sampled_from(["records", "meta", "accounts", "x"]), unique=True, max_size=3),

@@ -118,10 +118,13 @@ class TraceWriter:
                  provenance: dict[str, Any], batch_subsample: int | None = None,
                  overwrite: bool = False):
         self.path = Path(out_dir)
+        if self.path.is_symlink():  # dangling or not: never replaced, never written through
+            raise TraceError(self.path, None, "is a symbolic link; a trace is written to a new "
+                             "path or, with --force, over a trace directory")
         if self.path.exists():
             if not overwrite:
                 raise TraceError(self.path, None, "already exists (use --force to replace it)")
-            if not self.path.is_dir() or self.path.is_symlink():
+            if not self.path.is_dir():
                 raise TraceError(self.path, None, "exists and is not a trace directory")
             if any(self.path.iterdir()) and not (self.path / MANIFEST).exists():
                 raise TraceError(self.path, None, "exists, is not empty and holds no trace; "
