@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -45,16 +46,26 @@ def parse_formats(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(fm)
 
 
+# (force, inputs) of the files _save writes: `plot --force` and the command's input files; API
+# callers get the safe default (replace only plots prunesim wrote in that directory)
+_OUTPUTS: ContextVar[tuple[bool, tuple]] = ContextVar("prunesim_plot_outputs", default=(False, ()))
+
+
 def _save(fig, out: str | Path, stem: str, formats: Sequence[str]) -> list[Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for f in formats:
-        p = out / f"{stem}.{f}"
-        fig.savefig(p, dpi=130 if f == "png" else None, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    """Write one figure in every format into `out` (sim.outputs.OutputDir: an existing file is
+    replaced only if an earlier plot wrote it there and it is unchanged since, or with --force)."""
+    from sim.outputs import OutputDir
+    force, inputs = _OUTPUTS.get()
+    try:
+        d = OutputDir(out, inputs=inputs, force=force)
+        names = [f"{stem}.{f}" for f in formats]
+        for n in names:  # every format refused before the first is written
+            d.check(n)
+        return [d.write(n, lambda tmp, f=f: fig.savefig(tmp, format=f, bbox_inches="tight",
+                                                      dpi=130 if f == "png" else None))
+                for n, f in zip(names, formats)]
+    finally:
+        plt.close(fig)
 
 
 def _short_method(label: str) -> str:
@@ -566,8 +577,19 @@ def _default_target(curves) -> float:
 
 
 def cmd_plot(args) -> int:
+    from sim.outputs import OutputDir
     formats = parse_formats(args.format)
     kind = args.kind
+    inputs = (args.db, *(getattr(args, "accuracy", None) or ()))
+    OutputDir(args.out, inputs=inputs)   # --out itself: a directory or a new path, before any work
+    token = _OUTPUTS.set((bool(getattr(args, "force", False)), inputs))
+    try:
+        return _cmd_plot(args, formats, kind)
+    finally:
+        _OUTPUTS.reset(token)
+
+
+def _cmd_plot(args, formats, kind) -> int:
     recs = _store_records(args.db, "network")
     if not recs:
         raise ConfigError(args.db, "records", "no network-level records (fill it with `prunesim "

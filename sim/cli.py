@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="batch of the FWD/AGBP/WGC GEMM topology (default 1; SCALE-Sim's conv "
                         "topology is always batch 1)")
     p.add_argument("--convs-only", action="store_true", help="leave out the FC layers")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out that an earlier export did not write")
     _handler(p, "sim.workload_export:cmd_workload_export")
 
     # --- traces --------------------------------------------------------------------------------
@@ -211,7 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.engines.cli:cmd_layer")
 
     p = sub.add_parser("calibrate", help="measure this machine and write a CPU hwconfig")
-    p.add_argument("--out", default="hwconfigs/host.yaml", help="hwconfig YAML to write")
+    p.add_argument("--out", default=None,
+                   help="hwconfig YAML to write (default hwconfigs/host.yaml; an existing file is "
+                        "replaced only if calibrate wrote it, else with --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out that calibrate did not write")
     p.add_argument("--check", action="store_true",
                    help="measure real dense GEMM and CSR SpMM on held-out layer shapes and compare "
                         "with the engine's prediction on --hw")
@@ -322,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", required=True,
                    choices=("speedup", "layers", "tta", "comm", "pareto", "roofline"))
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out that an earlier plot did not write (or that "
+                        "were edited since)")
     p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf")
     p.add_argument("--methods", action="append", default=None, metavar="LABEL",
                    help="layers: methods to show (repeatable; default the first three stored)")
@@ -342,7 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--out", default="out/validation.md",
                    help="report to write (default out/validation.md; `make docs` refreshes the "
-                        "committed docs/validation.md)")
+                        "committed docs/validation.md); an existing file is replaced only if "
+                        "validate wrote it, else with --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out that validate did not write")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
     p.add_argument("--only", action="append", default=None,
                    choices=("hw3", "d", "b", "c", "a", "d-accuracy"),

@@ -163,26 +163,27 @@ UseRamulatorTrace : False
 """
 
 
-def _write(path: Path, text: str) -> None:
-    """Write then rename: a half-written file is never left under the final name."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def export_scalesim(wl: Workload, out_dir: str | os.PathLike, batch: int = 1, *,
-                    convs_only: bool = False) -> dict[str, Path]:
-    """Write the SCALE-Sim files for `wl` into `out_dir`; returns {kind: path}."""
+                    convs_only: bool = False, force: bool = False,
+                    inputs: tuple = ()) -> dict[str, Path]:
+    """Write the SCALE-Sim files for `wl` into `out_dir`; returns {kind: path}.
+
+    A file already there is replaced only when an earlier export wrote it (sim.outputs.OutputDir)
+    or with `force`; every name is checked before the first is written."""
+    from sim.outputs import OutputDir, OutputError
     if batch < 1:
         raise PrunesimError(None, "--batch", f"must be >= 1, got {batch}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise PrunesimError(out, None, "--out must be a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out = OutputDir(out_dir, inputs=inputs, force=force)
+    except OutputError as e:
+        raise PrunesimError(e.file, "--out", e.message + "; --out must be a directory") from None
     stem = _safe_name(wl.name).replace(".", "_").replace("/", "_")  # SCALE-Sim splits names on '.'
-    paths = {"topology": out / f"{stem}.csv", "gemm": out / f"{stem}_gemm.csv",
-             "layout": out / f"{stem}_layout.csv", "config": out / "scale.cfg",
-             "readme": out / "README.txt"}
+    names = {"topology": f"{stem}.csv", "gemm": f"{stem}_gemm.csv",
+             "layout": f"{stem}_layout.csv", "config": "scale.cfg", "readme": "README.txt"}
+    paths = {k: out.check(n) for k, n in names.items()}
+
+    def _write(path: Path, text: str) -> None:
+        out.write(path.name, lambda tmp: tmp.write_text(text))
     conv = conv_rows(wl, convs_only)
     gemm = gemm_rows(wl, batch, convs_only)
     _write(paths["topology"], _row(CONV_HEADER) + "".join(_row(r) for r in conv))
@@ -212,7 +213,9 @@ def cmd_workload_export(args) -> int:
         raise PrunesimError(None, "--format", f"unknown format {args.format!r} "
                             f"(known: {', '.join(FORMATS)})")
     wl = load_workload(args.name)
-    paths = export_scalesim(wl, args.out, args.batch, convs_only=args.convs_only)
+    paths = export_scalesim(wl, args.out, args.batch, convs_only=args.convs_only,
+                            force=getattr(args, "force", False),
+                            inputs=(args.name,) if Path(args.name).is_file() else ())
     for kind, p in paths.items():
         print(f"{kind:9s} {p}")
     return 0

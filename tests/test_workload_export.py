@@ -36,8 +36,10 @@ def r50_export(tmp_path_factory):
 
 def test_writes_all_files(r50_export):
     names = sorted(p.name for p in r50_export.iterdir())
-    assert names == ["README.txt", f"{R50}.csv", f"{R50}_gemm.csv", f"{R50}_layout.csv", "scale.cfg"]
-    assert not list(r50_export.glob("*.tmp"))
+    # besides the files, the manifest that lets a rerun replace them (sim.outputs.OutputDir)
+    assert names == [".prunesim-outputs.json", "README.txt", f"{R50}.csv", f"{R50}_gemm.csv",
+                     f"{R50}_layout.csv", "scale.cfg"]
+    assert not list(r50_export.glob("*.tmp*")) and not list(r50_export.glob(".*.tmp*"))
 
 
 def test_header_and_trailing_comma(r50_export):

@@ -376,14 +376,38 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
     return path
 
 
+DEFAULT_OUT = "hwconfigs/host.yaml"
+MARK = "measured by prunesim calibrate"   # the end of every calibrated hwconfig's description
+
+
 def _write(path: Path, host: str, model: str, p: dict) -> None:
+    from sim.outputs import write_atomic
     lines = ["schema: 1", f"name: {json.dumps('host-' + host)}", "kind: cpu",
-             f"description: {json.dumps(f'{model}, measured by prunesim calibrate')}", "params:"]
+             f"description: {json.dumps(f'{model}, {MARK}')}", "params:"]
     lines += [_yaml_entry(k, v, s) for k, (v, s) in p.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
+    write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+
+
+def is_calibrated_hwconfig(path: Path) -> bool:
+    """True for a hwconfig `prunesim calibrate` wrote (name host-*, kind cpu, its description):
+    a rerun may replace it without --force, as it replaces its own trial writes."""
+    from sim.errors import PrunesimError
+    from sim.yamlio import load_yaml_file
+    try:
+        doc = load_yaml_file(path, ConfigError)
+    except (PrunesimError, OSError):
+        return False
+    return (isinstance(doc, dict) and doc.get("kind") == "cpu"
+            and str(doc.get("name", "")).startswith("host-")
+            and str(doc.get("description", "")).endswith(MARK))
+
+
+def check_calibrate_output(out: str | os.PathLike, force: bool = False) -> Path:
+    """Before any measurement: --out is new, a calibrated hwconfig, or (with --force) another
+    regular file; never a link, directory, device or FIFO (sim.outputs)."""
+    from sim.outputs import check_output
+    return check_output(out, force=force, field="--out", ours=is_calibrated_hwconfig)
 
 
 # ---- --check -----------------------------------------------------------------------------------
@@ -418,7 +442,14 @@ def check(hw_path: str, quick: bool = False, log=print) -> dict:
 def cmd_calibrate(args) -> int:
     import sys
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    out = getattr(args, "out", None)
+    force = getattr(args, "force", False)
     if args.check:
+        # --check writes nothing: an output option would change nothing
+        for opt, given in (("--out", out is not None), ("--force", force)):
+            if given:
+                raise ConfigError(None, opt, "--check measures and compares; it writes no "
+                                  "hwconfig (leave it out, or run without --check)")
         if not Path(args.hw).is_file():
             raise ConfigError(args.hw, None, "no such hwconfig: run `prunesim calibrate --out "
                               f"{args.hw}` first")
@@ -430,8 +461,9 @@ def cmd_calibrate(args) -> int:
             print(f"median |error| on resnet18-cifar shapes: dense {e['dense']:.1%}, CSR SpMM "
                   f"{e['spmm']:.1%}, all {e['all']:.1%} (target <= 20%)")
         return 0
+    out = check_calibrate_output(out if out is not None else DEFAULT_OUT, force)
     t0 = time.perf_counter()
-    path = calibrate(args.out, args.quick, log)
+    path = calibrate(out, args.quick, log)
     msg = f"wrote {path} in {time.perf_counter() - t0:.0f} s"
     if args.json:
         print(json.dumps({"out": str(path)}))
