@@ -143,8 +143,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out")
     ap.add_argument("--trace", action="append", default=None)
+    ap.add_argument("--force", action="store_true",
+                    help="replace plots in --out that the demo did not write (sim.outputs)")
     a = ap.parse_args(argv)
-    run(Path(a.out), traces=tuple(a.trace) if a.trace else TRACES)
+    from analysis import plots
+    from sim.errors import PrunesimError
+    token = plots._OUTPUTS.set((a.force, ()))
+    try:
+        run(Path(a.out), traces=tuple(a.trace) if a.trace else TRACES)
+    except PrunesimError as e:
+        print(f"prunesim: error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        plots._OUTPUTS.reset(token)
     return 0
 
 
