@@ -64,7 +64,14 @@ def test_calibrate_out(tmp_path, monkeypatch, capsys, fake_calibrate):
     shutil.copy(XEON, other)
     before = other.read_bytes()
     refused(["calibrate", "--out", other], capsys, str(other), "--out", "--force")
-    host.write_text(host.read_text().replace("measured by prunesim calibrate", "my notes"))
+    sealed = host.read_text()
+    host.write_text(sealed.replace("2 GHz", "3 GHz"))          # edited since: the user's
+    refused(["calibrate"], capsys, "hwconfigs/host.yaml", "already exists")
+    # a host file from before the seal line: recognized by its name, kind and description
+    legacy = sealed[:sealed.rindex("# written by")]
+    host.write_text(legacy)
+    assert is_calibrated_hwconfig(host)
+    host.write_text(legacy.replace("measured by prunesim calibrate", "my notes"))
     refused(["calibrate"], capsys, "hwconfigs/host.yaml", "already exists")
     assert len(fake_calibrate) == 2 and other.read_bytes() == before  # refused before measuring
     assert run(["calibrate", "--out", other, "--force"], capsys)[0] == 0

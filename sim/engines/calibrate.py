@@ -13,6 +13,7 @@ fields no measurement here can reach say "[U] not measured".
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -378,6 +379,7 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
 
 DEFAULT_OUT = "hwconfigs/host.yaml"
 MARK = "measured by prunesim calibrate"   # the end of every calibrated hwconfig's description
+SEAL = "# written by prunesim calibrate; sha256 of the lines above: "
 
 
 def _write(path: Path, host: str, model: str, p: dict) -> None:
@@ -385,15 +387,32 @@ def _write(path: Path, host: str, model: str, p: dict) -> None:
     lines = ["schema: 1", f"name: {json.dumps('host-' + host)}", "kind: cpu",
              f"description: {json.dumps(f'{model}, {MARK}')}", "params:"]
     lines += [_yaml_entry(k, v, s) for k, (v, s) in p.items()]
+    body = "\n".join(lines) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n"))
+    write_atomic(path, lambda tmp: tmp.write_text(body + _seal(body)))
+
+
+def _seal(body: str) -> str:
+    """The last line of a calibrated hwconfig: the checksum of the text above it, so a file edited
+    since (values or sources) is the user's and is replaced only with --force."""
+    return f"{SEAL}{hashlib.sha256(body.encode()).hexdigest()}\n"
 
 
 def is_calibrated_hwconfig(path: Path) -> bool:
-    """True for a hwconfig `prunesim calibrate` wrote (name host-*, kind cpu, its description):
-    a rerun may replace it without --force, as it replaces its own trial writes."""
+    """True for a hwconfig `prunesim calibrate` wrote and nobody edited since: a rerun may replace
+    it without --force, as it replaces its own trial writes. Files written before the seal line
+    existed are recognized by their name (host-*), kind (cpu) and description."""
     from sim.errors import PrunesimError
     from sim.yamlio import load_yaml_file
+    try:
+        if path.stat().st_size > 1 << 20:   # a calibrated file is ~6 kB
+            return False
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    body, sep, last = text[:-1].rpartition("\n")
+    if last.startswith(SEAL):
+        return text.endswith("\n") and _seal(body + sep) == last + "\n"
     try:
         doc = load_yaml_file(path, ConfigError)
     except (PrunesimError, OSError):
