@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive_int, default=32)
     p.add_argument("--every", type=_positive_int, default=50,
                    help="record tensors every K iterations (default 50)")
+    p.add_argument("--record-every", type=float, default=None, metavar="F",
+                   help="instead of --every: record at fractions 0, F, 2F, ... 1 of the whole "
+                        "schedule (e.g. 0.1)")
+    p.add_argument("--train-samples", type=_positive_int, default=None, metavar="N",
+                   help="train on the first N samples of the training split")
     p.add_argument("--subsample", type=_positive_int, default=None,
                    help="keep only the first S samples of each recorded batch")
     p.add_argument("--tensors", default="dO", help="comma list from dO,I,W,dI (dO always)")
