@@ -72,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.traces.inspect:cmd_check")
     p = trs.add_parser("fit", help="fit per-layer gradient statistics to captured traces")
     p.add_argument("trace", nargs="+", help="trace directories (several: their layers are pooled)")
-    p.add_argument("--out", required=True, help="statistics YAML to write")
+    p.add_argument("--out", default=None, help="statistics YAML to write")
+    p.add_argument("--check", action="store_true",
+                   help="leave-one-network-out check: fit without each network, synthesize it, "
+                        "compare DBTD densities, SDGP kept-L1 and approx argmax spread with its "
+                        "capture (prints the table; --out is then optional)")
     _handler(p, "sim.traces.synth:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
@@ -85,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
     p.add_argument("--subsample", type=_positive_int, default=None,
                    help="record only the first S samples of each batch (the scale follows --batch)")
+    p.add_argument("--progress", type=float, default=None, metavar="F",
+                   help="training progress in [0, 1] (fraction of the schedule) the gradients stand "
+                        "for (default: averaged over the whole run)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.traces.synth:cmd_synth")
 
