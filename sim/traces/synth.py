@@ -381,6 +381,14 @@ def generate_layer(out: np.ndarray, prm: dict, batch: int, seed: int, iteration:
             dst[start:stop] = mag
 
 
+def _require_progress(stats: Stats, train_progress: float | None, field: str = "--progress") -> None:
+    """A progress value must change the result: refuse it for statistics fitted without one."""
+    if train_progress is not None and not any(p.progress is not None for p in stats.layers):
+        raise TraceError(stats.path, field, "these statistics were fitted without training "
+                         "progress (schema 1, or traces without training provenance): refit them "
+                         "with `prunesim trace fit` on captures, or leave out --progress")
+
+
 def _round(v):
     if v is None:
         return None
@@ -412,6 +420,7 @@ def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: S
         raise TraceError(None, "batch", "batch and iterations must be >= 1")
     if subsample is not None and not 1 <= subsample <= batch:
         raise TraceError(None, "subsample", f"must be in 1..{batch}, got {subsample}")
+    _require_progress(stats, train_progress)
     mapped, warnings = gm.map_params(stats.layers, wl, train_progress)
     rec_batch = subsample or batch
     for w in warnings:
@@ -480,7 +489,8 @@ def synthetic_grads(workload: Workload, samples: int, batch: int, seed: int = 0,
     writes, without a trace directory."""
     if not isinstance(stats, Stats):
         stats = load_stats(stats)
-    mapped, _ = gm.map_params(stats.layers, workload, gm.check_progress(train_progress))
+    _require_progress(stats, gm.check_progress(train_progress), "train_progress")
+    mapped, _ = gm.map_params(stats.layers, workload, train_progress)
     out = {}
     for l in workload.layers:
         a = np.empty(l.tensor_shapes(samples)["dO"], np.float32)
