@@ -349,3 +349,21 @@ def test_record_every_outside_0_1_is_one_line_error(bad, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--record-every" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_long_captures_tool_redoes_only_incomplete_runs(tmp_path):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "long_captures", Path(__file__).resolve().parent.parent / "tools" / "long_captures.py")
+    lc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lc)
+    d = tmp_path / "run"
+    d.mkdir()
+    assert not lc._complete(d)                       # nothing there
+    (d / "manifest.json").write_text('{"complete": false}')
+    assert not lc._complete(d)                       # interrupted: captured again
+    (d / "manifest.json").write_text('{"complete": true}')
+    assert lc._complete(d)                           # done: skipped
+    (d / "manifest.json").write_text('{"compl')      # torn (cannot happen: atomic writes)
+    assert not lc._complete(d)

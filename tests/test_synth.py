@@ -345,3 +345,17 @@ def test_fit_check_leave_one_network_out(capsys):
     assert res[1]["mean"]["real"]["density"] == 1.0 and res[0]["mean"]["real"]["density"] < 0.5
     table = loo.loo_table(res)
     assert table.count("\n") == 4 and "median abs. error" in table
+
+
+def test_fit_refuses_an_interrupted_capture(tmp_path, capsys):
+    import json
+    import shutil
+    a = tmp_path / "a"
+    shutil.copytree(SAMPLES[0], a)
+    m = json.loads((a / "manifest.json").read_text())
+    m["complete"] = False    # what a capture killed mid-run leaves behind
+    (a / "manifest.json").write_text(json.dumps(m))
+    rc = cli_main(["trace", "fit", str(a), "--out", str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "complete" in err
+    assert not (tmp_path / "s.yaml").exists()

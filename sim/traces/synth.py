@@ -186,6 +186,9 @@ def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = 
     Tensors are memory-mapped and read in sample blocks, one layer at a time (bounded memory).
     """
     tr = open_trace(trace_path)
+    if not tr.complete:
+        raise TraceError(tr.path / MANIFEST, "complete", "false: the capture was interrupted or "
+                         "is still running; re-run it (tools/long_captures.py resumes a set)")
     depths = gm.relative_depths(tr.workload.layers)
     prog = iteration_progress(tr) if by_progress else None
     per_layer: dict[tuple[str, int], list[dict]] = {}
