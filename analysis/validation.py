@@ -306,7 +306,7 @@ def _a_network(name: str, hws, samples: int, seed: int, speed: bool,
     return out
 
 
-def rows_a(quick: bool = False, samples: int = 2, seed: int = 0) -> Iterator[Row]:
+def rows_a(quick: bool = False, samples: int = 32, seed: int = 0) -> Iterator[Row]:
     from sim.hwconfig import load_hwconfig
     hws = [load_hwconfig(h) for h in ("xeon-e5-2680v4", "rpi4b")]
     nets = (A_QUICK + A_QUICK_C100) if quick else tuple(PUB_A_DENSITY) + tuple(PUB_A_DENSITY_C100)
