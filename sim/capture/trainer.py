@@ -199,7 +199,9 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         say = progress or (lambda s: None)
         say(f"capture: {wl.name} on {dataset} ({len(yt)} train / {len(yv)} val, input "
             f"{'x'.join(map(str, wl.input_shape))}), {epochs} epoch(s) x {per_epoch} iterations, "
-            f"batch {batch}, recording " + (f"at fractions {record_every} of the run" if record_every else f"every {every}") + f" -> {out}")
+            f"batch {batch}, recording "
+            + (f"at fractions {record_every} of the run" if record_every else f"every {every}")
+            + f" -> {out}")
         start = time.perf_counter()
         seen = 0
         acc = None
