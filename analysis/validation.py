@@ -362,11 +362,11 @@ def rows_a(quick: bool = False, samples: int = 32, seed: int = 0) -> Iterator[Ro
     if all(sigma_err.values()):
         med = {sg: statistics.median(v) for sg, v in sigma_err.items()}
         best = min(med, key=med.get)
-        yield Row("A", f"DBTD sigma estimator closest to the published densities ({len(sigma_err[best])} "
-                  "density rows)", None, best, "", "dbtd sigma=paper / unbiased / meanabs on the "
-                  "same synthetic dO", status="qualitative",
-                  note="median |density error|: " + ", ".join(
-                      f"{sg} {100 * v:.0f}%" for sg, v in med.items()))
+        yield Row("A", f"DBTD sigma estimator closest to the published densities over "
+                  f"{len(sigma_err[best])} density rows (median |error|: " + ", ".join(
+                      f"{sg} {100 * v:.0f} %" for sg, v in med.items()) + ")", None, best, "",
+                  "dbtd sigma=paper / unbiased / meanabs on the same synthetic dO",
+                  status="qualitative")
 
 
 # ---- B (Wang et al., TITAN Xp, patch engine) -----------------------------------------------
