@@ -109,8 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     _handler(p, "sim.traces.inspect:cmd_check")
     p = trs.add_parser("fit", help="fit per-layer gradient statistics to captured traces")
     p.add_argument("trace", nargs="+", help="trace directories (several: their layers are pooled)")
-    p.add_argument("--out", required=True, help="statistics YAML to write")
+    p.add_argument("--out", default=None, help="statistics YAML to write")
     p.add_argument("--force", action="store_true", help="replace an existing statistics file")
+    p.add_argument("--check", action="store_true",
+                   help="leave-one-network-out check: fit without each network, synthesize it, "
+                        "compare DBTD densities, SDGP kept-L1 and approx argmax spread with its "
+                        "capture (prints the table; --out is then optional)")
     _handler(p, "sim.traces.synth:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
@@ -123,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
     p.add_argument("--subsample", type=_ranged("batch"), default=None,
                    help="record only the first S samples of each batch (the scale follows --batch)")
+    p.add_argument("--progress", type=float, default=None, metavar="F",
+                   help="training progress in [0, 1] (fraction of the schedule) the gradients stand "
+                        "for (default: averaged over the whole run)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     p.add_argument("--yes-large", action="store_true",
                    help="run work above a budget of sim/limits.py (docs/hardening.md)")
@@ -138,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_ranged("batch"), default=32)
     p.add_argument("--every", type=_positive_int, default=50,
                    help="record tensors every K iterations (default 50)")
+    p.add_argument("--record-every", type=float, default=None, metavar="F",
+                   help="instead of --every: record at fractions 0, F, 2F, ... 1 of the whole "
+                        "schedule (e.g. 0.1)")
+    p.add_argument("--train-samples", type=_ranged("train_samples"), default=None, metavar="N",
+                   help="train on the first N samples of the training split")
     p.add_argument("--subsample", type=_ranged("batch"), default=None,
                    help="keep only the first S samples of each recorded batch")
     p.add_argument("--tensors", default="dO", help="comma list from dO,I,W,dI (dO always)")

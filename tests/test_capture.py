@@ -319,3 +319,51 @@ def test_unknown_dataset_is_capture_error(capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--dataset" in err and "cifar10" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_record_points_spread_over_run():
+    from sim.capture.trainer import record_points
+    assert record_points(100, 0.1) == [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 99]
+    assert record_points(7, 1.0) == [0, 6]
+    assert record_points(20, 0.3) == [0, 6, 12, 18]
+
+
+def test_record_every_capture_carries_progress_and_train_acc(tmp_path):
+    f = tmp_path / "tiny.yaml"
+    f.write_text(json.dumps(TINY))
+    s = train_and_capture(str(f), "digits", 2, tmp_path / "a", batch=16, record_every=0.5,
+                          lr=0.1, max_iterations=4, train_samples=200, progress=None)
+    assert s["recorded"] == [0, 4, 7]
+    t = open_trace(tmp_path / "a")
+    tr = t.provenance["training"]
+    assert t.complete and tr["total_iterations"] == 8 and tr["record_every"] == 0.5
+    assert tr["progress"] == {"0": 0.0, "4": 0.5, "7": 0.875} and len(tr["train_acc"]) == 2
+    assert t.provenance["dataset"]["train_samples"] == 200
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-0.1", "nan"])
+def test_record_every_outside_0_1_is_one_line_error(bad, tmp_path, capsys):
+    from sim.cli import main
+    rc = main(["capture", "--workload", "cnn2", "--dataset", "digits", "--epochs", "1",
+               "--record-every", bad, "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--record-every" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_long_captures_tool_redoes_only_incomplete_runs(tmp_path):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "long_captures", Path(__file__).resolve().parent.parent / "tools" / "long_captures.py")
+    lc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lc)
+    d = tmp_path / "run"
+    d.mkdir()
+    assert not lc._complete(d)                       # nothing there
+    (d / "manifest.json").write_text('{"complete": false}')
+    assert not lc._complete(d)                       # interrupted: captured again
+    (d / "manifest.json").write_text('{"complete": true}')
+    assert lc._complete(d)                           # done: skipped
+    (d / "manifest.json").write_text('{"compl')      # torn (cannot happen: atomic writes)
+    assert not lc._complete(d)

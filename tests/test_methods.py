@@ -422,3 +422,28 @@ def test_prune_block_draws_by_global_index_across_the_2_32_boundary(offset):
     a = np.abs(g)
     ref = np.where(a >= tau, g, np.where(a > r * tau, np.sign(g) * tau, 0)).astype(np.float32)
     assert np.array_equal(out, ref)
+
+
+# ---- DBTD / top-k and FC layers (fc option) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["dbtd:p=0.9", "topk:keep=0.05"])
+def test_dbtd_topk_leave_fc_dense_unless_fc_prune(method):
+    wl = load_workload("resnet20")
+    fc = [l for l in wl.layers if l.op == "fc"][0]
+    conv = wl.convs[1]
+    g = heavy((4, fc.c_out), seed=3)
+    dense = apply_method(parse_method(method), fc, g, key=1, batch=4)
+    assert dense.structure == "dense" and dense.density == 1.0
+    pruned = apply_method(parse_method(method + ",fc=prune"), fc, g, key=1, batch=4)
+    assert pruned.structure == "csr" and pruned.density < 0.9
+    # conv layers are pruned either way, identically
+    gc = heavy((2, conv.c_out, 8, 8), seed=4)
+    a = apply_method(parse_method(method), conv, gc, key=1, batch=2)
+    b = apply_method(parse_method(method + ",fc=prune"), conv, gc, key=1, batch=2)
+    np.testing.assert_array_equal(a.pruned, b.pruned)
+    # the default keeps the label it always had; fc=prune is named
+    assert "fc" not in parse_method(method).label
+    assert "fc=prune" in parse_method(method + ",fc=prune").label
+    with pytest.raises(ValueError, match="fc"):
+        parse_method(method + ",fc=sometimes")

@@ -216,3 +216,146 @@ def test_cli_synth(tmp_path, capsys):
     tr = open_trace(tmp_path / "t")
     assert tr.provenance["stats"]["path"].endswith("synth-default.yaml")
     assert "layer 1/" in capsys.readouterr().err
+
+
+# ---- training progress ------------------------------------------------------------------------
+
+
+def _lp(name, progress, **over):
+    return gm.LayerParams(name=name, op="conv", block="conv-bn-relu", masked=False, depth=0.0,
+                          plane=64, **_params(**over), progress=progress, channels=16)
+
+
+def test_at_progress_interpolates_and_averages_over_the_run():
+    src = [_lp("n/c", 0.0, sigma_n=0.2, dead_fraction=0.0),
+           _lp("n/c", 1.0, sigma_n=1.0, dead_fraction=0.4)]
+    mid = gm.at_progress(src, 0.25)[0]
+    assert mid.sigma_n == pytest.approx(0.4) and mid.dead_fraction == pytest.approx(0.1)
+    assert mid.progress == 0.25
+    run = gm.at_progress(src, None)[0]     # uniform over the run: the middle, for linear params
+    assert run.sigma_n == pytest.approx(0.6) and run.progress is None
+    assert gm.at_progress(src, 1.0)[0].sigma_n == pytest.approx(1.0)
+    for bad in (-0.1, 1.5, float("nan"), True):
+        with pytest.raises(TraceError, match="progress"):
+            gm.at_progress(src, bad)
+
+
+def test_mapping_weights_networks_by_plane_and_channels():
+    near = gm.LayerParams(name="a/c", op="conv", block="conv-bn-relu", masked=False, depth=0.5,
+                          plane=64, **_params(sigma_n=0.2), progress=None, channels=32)
+    far = gm.LayerParams(name="b/c", op="conv", block="conv-bn-relu", masked=False, depth=0.5,
+                         plane=1024, **_params(sigma_n=1.0), progress=None, channels=512)
+    wl = load_workload("resnet20")
+    tgt = next(l for l in wl.convs if l.p * l.q == 64 and l.c_out == 64)
+    d, _ = gm.map_params([near, far], wl)
+    # the target (8x8 plane, 64 channels) is 1 octave from `near`, 4 + 3 octaves from `far`
+    assert d[tgt.name]["weights"][0] > 0.99 and d[tgt.name]["from"][0] == "a/c"
+    assert d[tgt.name]["sigma_n"] == pytest.approx(0.2, abs=0.01)
+
+
+def _progress_stats(tmp_path):
+    st = sy.Stats(layers=[
+        gm.LayerParams(name=f"n/{n}", op=op, block=b, masked=m, depth=dp, plane=pl,
+                       **_params(sigma_n=sn, dead_fraction=df, zero_fraction=zf), progress=pr,
+                       channels=32)
+        for pr, sn, df, zf in ((0.0, 0.3, 0.0, 0.1), (1.0, 1.5, 0.3, 0.6))
+        for n, op, b, m, dp, pl in (("c1", "conv", "conv-relu", True, 0.0, 1024),
+                                    ("c2", "conv", "conv-bn-relu", False, 1.0, 256),
+                                    ("fc", "fc", "fc", False, 0.0, 1))],
+        provenance={"workload": "n"})
+    sy.write_stats(st, tmp_path / "p.yaml")
+    return tmp_path / "p.yaml"
+
+
+def test_synth_progress_changes_the_trace_and_is_recorded(small_wl, tmp_path):
+    stats = _progress_stats(tmp_path)
+    dens = {}
+    for tag, pr in (("early", 0.0), ("late", 1.0), ("run", None)):
+        t = sy.synth(small_wl, 8, tmp_path / tag, stats, seed=1, train_progress=pr)
+        tr = open_trace(t)
+        assert tr.provenance["training_progress"] == ("averaged over the run" if pr is None else pr)
+        dens[tag] = float(np.mean([np.count_nonzero(a) / a.size for _, a in tr.stream("dO")]))
+    assert dens["late"] < dens["run"] < dens["early"]
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.2", "nan"])
+def test_cli_synth_progress_outside_0_1_is_one_line_error(tmp_path, capsys, value):
+    rc = cli_main(["trace", "synth", "--workload", "cnn2", "--batch", "2", "--out",
+                   str(tmp_path / "t"), "--stats", str(_progress_stats(tmp_path)),
+                   "--progress", value])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--progress" in err
+    assert not (tmp_path / "t").exists()
+
+
+def test_synth_progress_refused_for_stats_without_progress(small_wl, tmp_path, capsys):
+    sy.write_stats(_stats(), tmp_path / "s.yaml")
+    rc = cli_main(["trace", "synth", "--workload", "cnn2", "--batch", "2", "--out",
+                   str(tmp_path / "t"), "--stats", str(tmp_path / "s.yaml"), "--progress", "0.5"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "progress" in err and not (tmp_path / "t").exists()
+
+
+def test_stats_progress_field_is_validated(tmp_path):
+    f = _progress_stats(tmp_path)
+    f.write_text(f.read_text().replace("progress: 1.0", "progress: 1.7", 1))
+    with pytest.raises(TraceError, match=r"layers\[\d+\]\.progress"):
+        sy.load_stats(f)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = [ROOT / "traces" / "sample-cnn2-mnist5k", ROOT / "traces" / "sample-resnet20-mnist5k"]
+
+
+def test_fit_bins_by_progress_from_training_provenance():
+    st = sy.fit(SAMPLES[0])
+    # cnn2 sample: iterations 0, 150, 300, 450, 600 of 620 -> bins {0}, (0, 1/3], (1/3, 2/3], (2/3, 1]
+    prog = sorted({p.progress for p in st.layers})
+    assert prog == [0.0, pytest.approx(0.2419, abs=1e-3), pytest.approx(0.4839, abs=1e-3),
+                    pytest.approx((450 + 600) / 2 / 620, abs=1e-3)]
+    assert all(p.channels for p in st.layers)
+
+
+def test_fit_refuses_traces_of_different_schema_versions(tmp_path, capsys):
+    import json
+    import shutil
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLES[0], a)
+    shutil.copytree(SAMPLES[1], b)
+    m = json.loads((b / "manifest.json").read_text())
+    m["schema_version"] = 2
+    (b / "manifest.json").write_text(json.dumps(m))
+    rc = cli_main(["trace", "fit", str(a), str(b), "--out", str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "schema_version" in err
+    assert not (tmp_path / "s.yaml").exists()
+
+
+def test_fit_check_leave_one_network_out(capsys):
+    from sim.traces import loo
+    res = loo.loo_check([str(p) for p in SAMPLES])
+    assert [r["network"] for r in res] == ["cnn2", "resnet20"]
+    for r in res:
+        assert len(r["points"]) == len(open_trace(r["trace"]).iterations)
+        for side in ("real", "synth"):
+            m = r["mean"][side]
+            assert 0 < m["dbtd0.99"] <= m["dbtd0.7"] <= m["density"] <= 1
+            assert 0 < m["sdgp1:4"] <= m["sdgp2:4"] <= 1 and 0 <= m["argmax_spread"] < 2
+    # BN networks have dense dO, Conv-ReLU ones ReLU zeros
+    assert res[1]["mean"]["real"]["density"] == 1.0 and res[0]["mean"]["real"]["density"] < 0.5
+    table = loo.loo_table(res)
+    assert table.count("\n") == 4 and "median abs. error" in table
+
+
+def test_fit_refuses_an_interrupted_capture(tmp_path, capsys):
+    import json
+    import shutil
+    a = tmp_path / "a"
+    shutil.copytree(SAMPLES[0], a)
+    m = json.loads((a / "manifest.json").read_text())
+    m["complete"] = False    # what a capture killed mid-run leaves behind
+    (a / "manifest.json").write_text(json.dumps(m))
+    rc = cli_main(["trace", "fit", str(a), "--out", str(tmp_path / "s.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "complete" in err
+    assert not (tmp_path / "s.yaml").exists()

@@ -218,14 +218,19 @@ _KL_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 
               152: (3, 8, 36, 3)}
 
 
-def resnet_cifar_kuangliu(depth: int) -> Net:
+def resnet_cifar_kuangliu(depth: int, classes: int = 10) -> Net:
     bottleneck = depth >= 50
-    n = Net(f"resnet{depth}-cifar", f"ResNet-{depth}, CIFAR-10 variant (3x3 stem, no max-pool, "
-            "4x4 average pool), as used by Ye et al. 2020",
+    c100 = classes == 100
+    n = Net(f"resnet{depth}-cifar" + ("100" if c100 else ""),
+            f"ResNet-{depth}, CIFAR-10 variant (3x3 stem, no max-pool, "
+            "4x4 average pool), as used by Ye et al. 2020"
+            + (", with the 100-class head of their CIFAR-100 runs (Table 2)" if c100 else ""),
             "Ye et al. 2020, 'Accelerating CNN Training by Pruning Activation Gradients' (ECCV), "
             "CIFAR-10 ResNets (first conv 3x3 pad 1 stride 1, 4x4 average pool before the FC); "
-            "layer geometry and module names of kuangliu/pytorch-cifar models/resnet.py",
-            "cifar10", CIFAR,
+            "layer geometry and module names of kuangliu/pytorch-cifar models/resnet.py"
+            + ("; CIFAR-100: the same network with a 100-way linear layer (Ye et al. Table 2, "
+               "'same networks with 100-class heads')" if c100 else ""),
+            "cifar100" if c100 else "cifar10", CIFAR,
             notes=f"""{'Bottleneck blocks (expansion 4), stride on the 3x3 conv2' if bottleneck
             else 'Basic blocks'}; 1x1 conv + BN projection shortcuts (`shortcut.0`) where the shape
             changes. The 4x4 average pool is F.avg_pool2d(out, 4) in the reference code.""")
@@ -233,7 +238,7 @@ def resnet_cifar_kuangliu(depth: int) -> Net:
     x, c = _stages(n, x, 64, (64, 128, 256, 512), _KL_BLOCKS[depth], (1, 2, 2, 2), bottleneck,
                    "shortcut")
     x = n.pool("avgpool", x, "avg", 4)
-    n.fc("linear", x, 10)
+    n.fc("linear", x, classes)
     return n
 
 
@@ -283,12 +288,17 @@ def vgg_cifar(depth: int) -> Net:
     return n
 
 
-def alexnet_cifar() -> Net:
-    n = Net("alexnet-cifar", "AlexNet, CIFAR-10 variant of Ye et al. 2020 (Conv-ReLU, no BN)",
+def alexnet_cifar(classes: int = 10) -> Net:
+    c100 = classes == 100
+    n = Net("alexnet-cifar" + ("100" if c100 else ""),
+            "AlexNet, CIFAR-10 variant of Ye et al. 2020 (Conv-ReLU, no BN)"
+            + (", with the 100-class head of their CIFAR-100 runs (Table 2)" if c100 else ""),
             "Ye et al. 2020, 'Accelerating CNN Training by Pruning Activation Gradients' (ECCV): "
             "AlexNet with the first two convs 3x3 pad 2 stride 1, FC-1 4096x2048, FC-2 2048x2048; "
-            "remaining geometry from Caffe's bvlc_alexnet (Krizhevsky et al. 2012)",
-            "cifar10", CIFAR,
+            "remaining geometry from Caffe's bvlc_alexnet (Krizhevsky et al. 2012)"
+            + ("; CIFAR-100: FC-3 with 100 outputs (Table 2, 'same networks with 100-class "
+               "heads')" if c100 else ""),
+            "cifar100" if c100 else "cifar10", CIFAR,
             notes="""Stated by the paper: conv1 and conv2 are 3x3, pad 2, stride 1; FC-1 is
             4096->2048 and FC-2 2048->2048; Conv-ReLU blocks without BN (so DBTD prunes dI).
             Assumed (the paper gives no prototxt): channel widths 96/256/384/384/256, conv3-5 3x3
@@ -308,7 +318,7 @@ def alexnet_cifar() -> Net:
     x = n.pool("pool5", x, "max", 3, 2)
     x = n.fc("fc6", x, 2048, relu=True)
     x = n.fc("fc7", x, 2048, relu=True)
-    n.fc("fc8", x, 10)
+    n.fc("fc8", x, classes)
     return n
 
 
@@ -347,7 +357,9 @@ def zoo() -> list[Net]:
             + [resnet_cifar_kuangliu(d) for d in (18, 34, 50, 101, 152)]
             + [resnet_imagenet(d) for d in (18, 34, 50, 101, 152)]
             + [vgg_cifar(d) for d in (11, 13, 19)]
-            + [alexnet_cifar(), regnetx_400mf()])
+            + [alexnet_cifar(), regnetx_400mf()]
+            + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
+            + [alexnet_cifar(100)])
 
 
 def markdown(names: list[str]) -> str:

@@ -117,8 +117,13 @@ class MethodRun:
         from sim.methods.torch_ops import MethodConv2d
         torch, nn = _torch()
         mods = model.prunesim_layer_modules
+        for h in getattr(self, "_fc_handles", []):
+            h.remove()
+        self._fc_handles = []
         for layer in workload.layers:
             mod = mods[layer.name]
+            if layer.op == "fc" and self.id in ("dbtd", "topk") and self.params["fc"] == "prune":
+                self._fc_handles.append(mod.register_forward_hook(self._fc_hook(layer)))
             if layer.op != "conv":
                 continue
             if type(mod) is not nn.Conv2d and not isinstance(mod, MethodConv2d):
@@ -126,8 +131,40 @@ class MethodRun:
             MethodConv2d.adopt(mod, _conv_method(self.spec, layer), self._stepper(layer))
         self.model, self.workload = model, workload
 
+    def _fc_hook(self, layer):
+        """fc=prune: prune the Linear output's gradient as the offline kernel prunes an FC dO
+        (for a ReLU FC layer without BN, tau from the mean |dO| over its nonzeros)."""
+        from sim.methods import torch_ops as T
+        torch, _ = _torch()
+        step_of = self._stepper(layer)
+        masked = layer.dbtd_target == "dI"
+
+        def prune(g, step):
+            if self.id == "topk":
+                out = T.topk_torch(g, self.params["keep"])
+            else:
+                g32 = g.to(torch.float32)
+                nz = g32[g32 != 0] if masked else g32
+                tau = T.dbtd_tau_torch(nz if nz.numel() else g32, self.params["p"],
+                                       self.params["sigma"])
+                out = T.stochastic_prune_torch(g32, tau, step.key).to(g.dtype)
+            step.stat("agbp", out)
+            step.stat("wgc", out)
+            return out
+
+        def hook(mod, inp, out):
+            step = step_of()
+            if step is None or not torch.is_grad_enabled() or not out.requires_grad:
+                return None
+            out.register_hook(lambda g: prune(g, step))
+            return None
+        return hook
+
     def uninstall(self) -> None:
         from sim.methods.torch_ops import MethodConv2d
+        for h in getattr(self, "_fc_handles", []):
+            h.remove()
+        self._fc_handles = []
         for mod in self.model.prunesim_layer_modules.values():
             if isinstance(mod, MethodConv2d):
                 mod.release()

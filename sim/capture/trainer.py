@@ -24,6 +24,12 @@ WEIGHT_DECAY = 5e-4
 EVAL_BATCH = 256
 
 
+def record_points(total: int, fraction: float) -> list[int]:
+    """Iterations round(k * fraction * total), k = 0, 1, ..., clamped to the last one (total - 1)."""
+    k_max = int(math.floor(1 / fraction + 1e-9))
+    return sorted({min(total - 1, int(round(k * fraction * total))) for k in range(k_max + 1)})
+
+
 def parse_tensors(spec: str | Iterable[str]) -> tuple[str, ...]:
     """'dO,I' -> ('dO', 'I'); dO is always recorded, first."""
     from sim.traces.format import KINDS
@@ -66,7 +72,9 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                       seed: int = 0, max_iterations: int | None = None, force: bool = False,
                       threads: int = 2, command: str | None = None,
                       grad_transform: Callable | None = None, method: str | None = None,
-                      progress: Callable[[str], None] | None = print) -> dict[str, Any]:
+                      progress: Callable[[str], None] | None = print,
+                      record_every: float | None = None,
+                      train_samples: int | None = None) -> dict[str, Any]:
     """Train `workload` on `dataset` with SGD (momentum 0.9, weight decay 5e-4, cosine learning
     rate), recording every `every`-th iteration into the trace directory `out`.
 
@@ -78,6 +86,12 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
     PruneTrain rebuilds the model at reconfigurations, so its trace records only iterations
     before the first one (later shapes differ from the trace's workload); the channel trajectory
     is in provenance.method.epochs.
+
+    `record_every` (a fraction F of the schedule, 0 < F <= 1) replaces `every`: iterations
+    round(k F T) for k = 0, 1, ... (T the run's iterations; the last point is clamped to T - 1)
+    are recorded, so a trace covers the whole run; the manifest's provenance.training carries
+    T and each recorded iteration's progress (its index / T), which `trace fit` reads.
+    `train_samples` trains on the first N samples of the (fixed, seeded) training split.
 
     Deterministic for a given seed and thread count (torch.manual_seed, deterministic algorithms,
     a fixed shuffling generator). Returns a summary: iterations, recorded iterations, final
@@ -94,6 +108,11 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         raise CaptureError(None, "--subsample", f"must be in 1..--batch ({batch}), got {subsample}")
     if not (lr > 0 and math.isfinite(lr)):
         raise CaptureError(None, "--lr", f"must be a positive number, got {lr}")
+    if record_every is not None and not (0 < record_every <= 1 and math.isfinite(record_every)):
+        raise CaptureError(None, "--record-every", f"must be a fraction of the schedule in (0, 1], "
+                           f"got {record_every}")
+    if train_samples is not None and train_samples < 1:
+        raise CaptureError(None, "--train-samples", f"must be >= 1, got {train_samples}")
     spec = as_spec(method) if method is not None else None
     if dataset not in known_datasets():
         raise CaptureError(None, "--dataset", f"unknown dataset {dataset!r} (known: "
@@ -111,6 +130,13 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
             n_out = model(torch.zeros((1, *wl.input_shape))).numel()
         model.train()
         ds = load_dataset(dataset, wl.input_shape, classes_available=n_out)
+        if train_samples is not None:
+            if train_samples > len(ds.y_train):
+                raise CaptureError(None, "--train-samples", f"{train_samples} exceeds the "
+                                   f"{len(ds.y_train)} training samples of {dataset}")
+            ds.x_train, ds.y_train = ds.x_train[:train_samples], ds.y_train[:train_samples]
+            ds.info = dict(ds.info, train_samples=int(train_samples),
+                           subset="first train_samples of the seeded training split")
         xt, yt = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
         xv, yv = torch.from_numpy(ds.x_val), torch.from_numpy(ds.y_val)
         per_epoch = len(yt) // batch
@@ -130,6 +156,11 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
             return 0.5 * (1 + math.cos(math.pi * min(it, total) / total))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine) if pt is None else None
         record_at = None
+        if record_every is not None:
+            if pt is not None:
+                raise CaptureError(None, "--record-every", "not supported with prunetrain (its "
+                                   "layer shapes change during the run); use --every")
+            record_at = record_points(total, record_every)
         if pt is not None and pt.interval < epochs:
             # after the first reconfiguration the layers no longer have the trace workload's shapes
             record_at = range(0, pt.interval * per_epoch, every)
@@ -148,7 +179,11 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                          "weight_decay": WEIGHT_DECAY, "lr_schedule": "cosine per iteration",
                          "loss": "cross-entropy (batch mean)", "batch": batch, "epochs": epochs,
                          "iterations_per_epoch": per_epoch, "drop_last": True,
-                         "max_iterations": max_iterations},
+                         "max_iterations": max_iterations, "total_iterations": total,
+                         "record_every": record_every,
+                         "progress": None if record_at is None or record_every is None else
+                         {str(i): i / total for i in record_at},
+                         "train_acc": []},
             "command": command or "sim.capture.trainer.train_and_capture(...)",
             "software": _versions(),
         }
@@ -164,7 +199,9 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         say = progress or (lambda s: None)
         say(f"capture: {wl.name} on {dataset} ({len(yt)} train / {len(yv)} val, input "
             f"{'x'.join(map(str, wl.input_shape))}), {epochs} epoch(s) x {per_epoch} iterations, "
-            f"batch {batch}, recording every {every} -> {out}")
+            f"batch {batch}, recording "
+            + (f"at fractions {record_every} of the run" if record_every else f"every {every}")
+            + f" -> {out}")
         start = time.perf_counter()
         seen = 0
         acc = None
@@ -175,14 +212,16 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                      fp16=fp16, tensors=tensors, batch=batch, provenance=provenance,
                      grad_transform=grad_transform, overwrite=force) as cap:
             from sim.progress import Progress
+            # one bar over the whole run, with rate and ETA, on a terminal (silent in logs; the
+            # epoch lines remain)
+            bar = Progress(total, f"capture {wl.name}", "it")
             for epoch in range(epochs):
                 perm = torch.randperm(len(yt), generator=gen)
                 loss_sum = 0.0
                 epoch_seen = 0
-                # a bar with rate and ETA on a terminal (silent in logs; the epoch lines remain)
-                bar = Progress(per_epoch, f"epoch {epoch + 1}/{epochs}", "it")
+                correct = 0
                 for i in range(per_epoch):
-                    bar.update(1)
+                    bar.update(1, note=f"epoch {epoch + 1}/{epochs}")
                     idx = perm[i * cur_batch:(i + 1) * cur_batch]
                     if pt is not None:  # cosine over samples seen, scaled with the grown batch
                         for g in opt.param_groups:
@@ -203,10 +242,11 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                     if sched is not None:
                         sched.step()
                     loss_sum += loss.item()
+                    correct += int((logits.detach().argmax(1) == yt[idx]).sum())
                     seen += len(idx)
                     epoch_seen += len(idx)
-                bar.close()
-                row: dict[str, Any] = {"epoch": epoch, "batch": cur_batch, "iterations": per_epoch}
+                row: dict[str, Any] = {"epoch": epoch, "batch": cur_batch, "iterations": per_epoch,
+                                       "train_acc": correct / max(epoch_seen, 1)}
                 if run is not None:
                     row.update({f"{k}_density": v for k, v in run.end_epoch().items()})
                 if pt is not None:
@@ -237,9 +277,14 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                 epoch_rows.append(row)
                 if run is not None:
                     cap.writer.provenance["method"]["epochs"] = epoch_rows
+                cap.writer.provenance["training"]["train_acc"].append(row["train_acc"])
                 cap.log_epoch(epoch, row["train_loss"], acc, seen, wall, method_id)
+                if bar.enabled:
+                    bar._clear()  # the epoch line goes above the bar, which redraws on update
                 say(f"epoch {epoch + 1}/{epochs}: train loss {row['train_loss']:.4f}, "
-                    f"val acc {100 * acc:.2f} %, {seen} samples, {wall:.1f} s")
+                    f"train acc {100 * row['train_acc']:.2f} % (running), val acc {100 * acc:.2f} %, "
+                    f"{seen} samples, {wall:.1f} s")
+            bar.close()
         wall = time.perf_counter() - start
         for kind, (flushed, nonzero) in sorted(cap._flushed.items()):
             if nonzero and flushed / nonzero > 0.01:
@@ -263,5 +308,7 @@ def cmd_capture(args) -> int:
                       fp16=args.fp16, lr=args.lr, seed=args.seed,
                       max_iterations=args.max_iterations, force=args.force,
                       threads=getattr(args, "threads", 2), command=command,
-                      method=getattr(args, "method", None))
+                      method=getattr(args, "method", None),
+                      record_every=getattr(args, "record_every", None),
+                      train_samples=getattr(args, "train_samples", None))
     return 0

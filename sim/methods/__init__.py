@@ -65,8 +65,9 @@ _SCHED = {"schedule": (_schedule, 1)}
 # id -> {param: (parser, default)}
 PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "dense": {},
-    "dbtd": {"p": (_rate, 0.99), "sigma": (_choice("paper", "unbiased", "meanabs"), "paper")},
-    "topk": {"keep": (_fraction, 0.01)},
+    "dbtd": {"p": (_rate, 0.99), "sigma": (_choice("paper", "unbiased", "meanabs"), "paper"),
+             "fc": (_choice("dense", "prune"), "dense")},
+    "topk": {"keep": (_fraction, 0.01), "fc": (_choice("dense", "prune"), "dense")},
     "zero": dict(_SCHED),
     "random": dict(_SCHED),
     "approx": dict(_SCHED),
@@ -78,6 +79,9 @@ PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10)},
 }
 METHOD_IDS = tuple(PARAMS)
+# (param, value) pairs left out of a label: a later-added option at the default that keeps the
+# behaviour the label always named (DBTD / top-k leave FC layers dense)
+QUIET_DEFAULTS = {("fc", "dense")}
 
 
 @dataclass(frozen=True)
@@ -95,9 +99,10 @@ class MethodSpec:
 
     @property
     def label(self) -> str:
-        if not self.params:
+        shown = [(k, v) for k, v in self.params if (k, v) not in QUIET_DEFAULTS]
+        if not shown:
             return self.id
-        return f"{self.id}:" + ",".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.id}:" + ",".join(f"{k}={v}" for k, v in shown)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "params": dict(self.params)}
@@ -141,8 +146,8 @@ def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSp
 # refuses them when written (tests/test_method_options.py walks every option through the commands)
 _NOT_MODELLED = "its per-layer effect is not modelled at system level"
 IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
-    "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED},
-              "topk": {"keep": _NOT_MODELLED},
+    "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED, "fc": _NOT_MODELLED},
+              "topk": {"keep": _NOT_MODELLED, "fc": _NOT_MODELLED},
               "approx": {"schedule": _NOT_MODELLED},
               "approx-topk": {"schedule": _NOT_MODELLED, "k": _NOT_MODELLED},
               "sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
@@ -224,6 +229,9 @@ def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, bat
     mid = spec.id
     if mid == "dense":
         return dense_result(g)
+    if mid in ("dbtd", "topk") and layer.op == "fc" and p["fc"] == "dense":
+        # Ye et al. prune conv-layer gradients only; fc=prune opts the linear layers in
+        return dense_result(g, mid, p, "not pruned: DBTD / top-k leave FC layers dense (fc=prune)")
     if mid == "dbtd":
         # a Conv-ReLU layer's dO is ReLU'-masked: DBTD's real target is the dI behind it
         return _dbtd.dbtd(g, p["p"], key, p["sigma"], build_csr=build_csr,

@@ -50,7 +50,13 @@ from sim.errors import TraceError
 
 MODEL = "hq-v1"
 STATS_FORMAT = "prunesim-gradstats"
-STATS_SCHEMA = 1
+STATS_SCHEMA = 2          # 2 added per-layer `progress` and `channels`; schema 1 files still read
+STATS_SCHEMAS = (1, 2)
+# Training-progress bins a fit averages within (upper edges; progress 0, the untrained network,
+# is its own bin): early, middle and late thirds of the schedule
+PROGRESS_BINS = (0.0, 1 / 3, 2 / 3, 1.0)
+# "Averaged over the run": parameters at these progress points, averaged (uniform in progress)
+RUN_GRID = tuple((i + 0.5) / 10 for i in range(10))
 KAPPA_MAX = 1e6
 
 
@@ -125,6 +131,8 @@ class LayerParams:
     pos_fraction: float
     density: float          # observed non-zero fraction (diagnostic; implied by the three above)
     iterations: int = 1     # iterations averaged
+    progress: float | None = None  # fraction of the training schedule (None: not known/averaged)
+    channels: int | None = None    # output channels of the source layer
 
     def to_yaml(self) -> dict:
         d = asdict(self)
@@ -156,11 +164,22 @@ def layer_params_from_dict(d: Any, file, field: str) -> LayerParams:
     for f in fields(LayerParams):
         fld = f"{field}.{f.name}"
         if f.name not in d:
-            if f.name == "iterations":
-                out[f.name] = 1
+            if f.name in ("iterations", "progress", "channels"):
+                out[f.name] = f.default
                 continue
             raise TraceError(file, fld, "missing")
         v = d[f.name]
+        if f.name == "progress":
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not 0.0 <= v <= 1.0):
+                raise TraceError(file, fld, f"expected null or a fraction in [0, 1], got {v!r}")
+            out[f.name] = None if v is None else float(v)
+            continue
+        if f.name == "channels":
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise TraceError(file, fld, f"expected null or a positive integer, got {v!r}")
+            out[f.name] = v
+            continue
         if f.name in ("name", "op", "block"):
             if not isinstance(v, str) or not v:
                 raise TraceError(file, fld, f"expected a non-empty string, got {v!r}")
@@ -407,19 +426,34 @@ def is_masked(layer) -> bool:
 
 _INTERP_LOG = ("scale_per_sample", "zero_kappa")
 _INTERP_LIN = ("sigma_n", "sigma_c", "sigma_nc", "dead_fraction", "zero_fraction",
-               "pos_fraction")
+               "pos_fraction", "density")
+_QUANTILE_FIELDS = ("logq", "shape_n", "shape_c", "shape_nc")
+# similarity bandwidths (octaves) of the cross-network weights: spatial plane size and channels
+PLANE_OCTAVES = 1.0
+CHANNEL_OCTAVES = 1.0
 
 
-def _interp(cands: list[LayerParams], depth: float) -> dict:
-    cands = sorted(cands, key=lambda p: p.depth)
-    if depth <= cands[0].depth:
+def check_progress(progress, field: str = "--progress") -> float | None:
+    """None (averaged over the run) or a fraction of the schedule in [0, 1]."""
+    if progress is None:
+        return None
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)) \
+            or not math.isfinite(progress) or not 0.0 <= progress <= 1.0:
+        raise TraceError(None, field, f"training progress must be a fraction in [0, 1], got {progress!r}")
+    return float(progress)
+
+
+def _interp(cands: list[LayerParams], x: float, key: str = "depth") -> dict:
+    cands = sorted(cands, key=lambda p: getattr(p, key))
+    pos = lambda p: getattr(p, key)  # noqa: E731
+    if x <= pos(cands[0]):
         lo = hi = cands[0]
-    elif depth >= cands[-1].depth:
+    elif x >= pos(cands[-1]):
         lo = hi = cands[-1]
     else:
-        lo = max((p for p in cands if p.depth <= depth), key=lambda p: p.depth)
-        hi = min((p for p in cands if p.depth >= depth), key=lambda p: p.depth)
-    t = 0.0 if hi.depth == lo.depth else (depth - lo.depth) / (hi.depth - lo.depth)
+        lo = max((p for p in cands if pos(p) <= x), key=pos)
+        hi = min((p for p in cands if pos(p) >= x), key=pos)
+    t = 0.0 if pos(hi) == pos(lo) else (x - pos(lo)) / (pos(hi) - pos(lo))
     out: dict[str, Any] = {}
     for k in _INTERP_LIN:
         out[k] = (1 - t) * getattr(lo, k) + t * getattr(hi, k)
@@ -431,43 +465,115 @@ def _interp(cands: list[LayerParams], depth: float) -> dict:
     else:
         kl, kh = kl or KAPPA_MAX, kh or KAPPA_MAX
         out["zero_kappa"] = math.exp((1 - t) * math.log(kl) + t * math.log(kh))
-    for k in ("logq", "shape_n", "shape_c", "shape_nc"):
+    for k in _QUANTILE_FIELDS:
         out[k] = tuple((1 - t) * x + t * y for x, y in zip(getattr(lo, k), getattr(hi, k)))
+    out["plane_log2"] = (1 - t) * math.log2(lo.plane) + t * math.log2(hi.plane)
+    out["channels_log2"] = None if lo.channels is None or hi.channels is None else \
+        (1 - t) * math.log2(lo.channels) + t * math.log2(hi.channels)
     out["from"] = sorted({lo.name, hi.name}, key=[lo.name, hi.name].index)
     out["t"] = t
     return out
 
 
-def map_params(source: list[LayerParams], workload) -> tuple[dict[str, dict], list[str]]:
-    """Parameters for every conv/FC layer of `workload` from layers fitted on (maybe) another network.
+def _combine(parts: list[tuple[float, dict]]) -> dict:
+    """Weighted average of parameter dicts: arithmetic for fractions, sigmas and quantiles,
+    geometric for the scale, over-dispersion 1/(kappa+1) for the Beta concentration."""
+    tot = sum(w for w, _ in parts)
+    out: dict[str, Any] = {}
+    for k in _INTERP_LIN:
+        out[k] = sum(w * d[k] for w, d in parts) / tot
+    out["scale_per_sample"] = math.exp(sum(w * math.log(d["scale_per_sample"]) for w, d in parts) / tot)
+    od = sum(w * (0.0 if d["zero_kappa"] is None else 1.0 / (d["zero_kappa"] + 1.0))
+             for w, d in parts) / tot
+    out["zero_kappa"] = None if od <= 0.0 else min(KAPPA_MAX, 1.0 / od - 1.0)
+    for k in _QUANTILE_FIELDS:
+        out[k] = tuple(sum(w * d[k][j] for w, d in parts) / tot for j in range(len(parts[0][1][k])))
+    return out
 
-    Candidates for a target layer, first non-empty set wins:
+
+def network_of(p: LayerParams) -> str:
+    """The source network of a fitted layer (`fit_many` prefixes names with it)."""
+    return p.name.split("/", 1)[0] if "/" in p.name else ""
+
+
+def at_progress(source: list[LayerParams], progress: float | None) -> list[LayerParams]:
+    """One parameter set per source layer at training progress `progress` (a fraction of the
+    schedule), interpolated between the fitted progress points; None averages the parameters over
+    the whole run (RUN_GRID, uniform in progress). Layers fitted without progress stay as they are."""
+    from dataclasses import replace
+    progress = check_progress(progress, "progress")
+    groups: dict[str, list[LayerParams]] = {}
+    for p in source:
+        groups.setdefault(p.name, []).append(p)
+    out = []
+    for name, ps in groups.items():
+        known = [p for p in ps if p.progress is not None]
+        if not known:
+            out.append(ps[0])
+            continue
+        pts = RUN_GRID if progress is None else (progress,)
+        d = _combine([(1.0, _interp(known, x, key="progress")) for x in pts])
+        out.append(replace(known[0], **d, progress=progress,
+                           iterations=sum(p.iterations for p in known)))
+    return out
+
+
+def map_params(source: list[LayerParams], workload, progress: float | None = None
+               ) -> tuple[dict[str, dict], list[str]]:
+    """Parameters for every conv/FC layer of `workload` from layers fitted on other networks.
+
+    First the source layers are taken to training progress `progress` (`at_progress`; None:
+    averaged over the run). Candidates for a target layer, first non-empty set wins:
       1. source layers of the same block kind (e.g. conv-bn-relu),
       2. of the same op and the same masking (ReLU without BN or not),
       3. of the same op (zero structure adapted: see below),
       4. any source layer.
-    Among the candidates, parameters are interpolated linearly in relative depth (log-linearly for
-    the scale and the Beta concentration) between the two nearest, clamped at the ends. When the
-    masking differs (rules 3 and 4), a target without ReLU mask gets no zeros (dead_fraction and
-    zero_fraction 0: BN's backward pass is dense), and a masked target fed from unmasked layers keeps
-    the source's (near-zero) zeros: the mapping has no data on ReLU sparsity then, and says so.
-    Returns (params by layer name, warnings).
+    Within each source network the candidates are interpolated linearly in relative depth
+    (log-linearly for the scale and the Beta concentration) between the two nearest, clamped at
+    the ends; the networks' results are then averaged with weights
+    exp(-d_plane^2 / 2 - d_channels^2 / 2), d the difference in octaves (PLANE_OCTAVES,
+    CHANNEL_OCTAVES) between the target layer's spatial plane size / output channels and the
+    interpolated source position's. When the masking differs (rules 3 and 4), a target without
+    ReLU mask gets no zeros (dead_fraction and zero_fraction 0: BN's backward pass is dense), and a
+    masked target fed from unmasked layers keeps the source's (near-zero) zeros: the mapping has no
+    data on ReLU sparsity then, and says so. Returns (params by layer name, warnings).
     """
     warnings: list[str] = []
+    src = at_progress(source, progress)
+    nets: dict[str, list[LayerParams]] = {}
+    for p in src:
+        nets.setdefault(network_of(p), []).append(p)
     depths = relative_depths(workload.layers)
     out: dict[str, dict] = {}
     for l in workload.layers:
         masked = is_masked(l)
         rules = [
-            ("block", [p for p in source if p.block == l.block]),
-            ("op+masking", [p for p in source if p.op == l.op and p.masked == masked]),
-            ("op", [p for p in source if p.op == l.op]),
-            ("any", list(source)),
+            ("block", lambda p: p.block == l.block),
+            ("op+masking", lambda p: p.op == l.op and p.masked == masked),
+            ("op", lambda p: p.op == l.op),
+            ("any", lambda p: True),
         ]
-        rule, cands = next((r, c) for r, c in rules if c)
-        d = _interp(cands, depths[l.name])
+        for rule, pred in rules:
+            per_net = {k: [p for p in v if pred(p)] for k, v in nets.items()}
+            per_net = {k: v for k, v in per_net.items() if v}
+            if per_net:
+                break
+        parts = []
+        lp_t, lc_t = math.log2(l.p * l.q), math.log2(l.c_out)
+        for net, cands in per_net.items():
+            d = _interp(cands, depths[l.name])
+            e = ((lp_t - d["plane_log2"]) / PLANE_OCTAVES) ** 2
+            if d["channels_log2"] is not None:
+                e += ((lc_t - d["channels_log2"]) / CHANNEL_OCTAVES) ** 2
+            parts.append((-0.5 * e, d, cands))
+        top = max(w for w, _, _ in parts)
+        weighted = sorted(((math.exp(w - top), d) for w, d, _ in parts), key=lambda x: -x[0])
+        d = _combine(weighted)
+        d["from"] = [n for _, dd in weighted for n in dd["from"]][:4]
+        d["t"] = weighted[0][1]["t"]
+        d["weights"] = [round(w / sum(x for x, _ in weighted), 4) for w, _ in weighted][:4]
         d["rule"] = rule
-        src_masked = any(p.masked for p in cands)
+        src_masked = any(p.masked for _, _, c in parts for p in c)
         if rule in ("op", "any"):
             if not masked:
                 d["dead_fraction"] = d["zero_fraction"] = 0.0

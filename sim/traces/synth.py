@@ -82,9 +82,27 @@ def write_stats(stats: Stats, path: str | os.PathLike) -> None:
     os.replace(tmp, p)
 
 
+_STATS_CACHE: dict[tuple, Stats] = {}
+
+
 def load_stats(path: str | os.PathLike | None = None) -> Stats:
-    """Read and validate a statistics YAML (default: the one shipped with prunesim)."""
+    """Read and validate a statistics YAML (default: the one shipped with prunesim). Parsed files
+    are cached per process by (path, size, mtime): the shipped file has hundreds of layers."""
     p = Path(path) if path is not None else DEFAULT_STATS
+    try:
+        st = p.stat()
+        ck = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        ck = None
+    if ck is not None and ck in _STATS_CACHE:
+        return _STATS_CACHE[ck]
+    out = _load_stats(p)
+    if ck is not None:
+        _STATS_CACHE[ck] = out
+    return out
+
+
+def _load_stats(p: Path) -> Stats:
     doc = load_yaml_file(p, TraceError)
     if not isinstance(doc, dict):
         raise TraceError(p, "(top level)", "expected a mapping with format, schema, model, "
@@ -98,9 +116,9 @@ def load_stats(path: str | os.PathLike | None = None) -> Stats:
             raise TraceError(p, k, "missing")
     if doc["format"] != gm.STATS_FORMAT:
         raise TraceError(p, "format", f"expected {gm.STATS_FORMAT!r}, got {doc['format']!r}")
-    if doc["schema"] != gm.STATS_SCHEMA:
+    if doc["schema"] not in gm.STATS_SCHEMAS or isinstance(doc["schema"], bool):
         raise TraceError(p, "schema", f"unsupported schema {doc['schema']!r} (this prunesim "
-                         f"reads {gm.STATS_SCHEMA})")
+                         f"reads {', '.join(map(str, gm.STATS_SCHEMAS))})")
     if doc["model"] != gm.MODEL:
         raise TraceError(p, "model", f"unknown model {doc['model']!r} (this prunesim has {gm.MODEL})")
     if not isinstance(doc["provenance"], dict):
@@ -112,9 +130,10 @@ def load_stats(path: str | os.PathLike | None = None) -> Stats:
     seen = set()
     for i, d in enumerate(raw):
         lp = gm.layer_params_from_dict(d, p, f"layers[{i}]")
-        if lp.name in seen:
-            raise TraceError(p, f"layers[{i}].name", f"duplicate layer {lp.name!r}")
-        seen.add(lp.name)
+        if (lp.name, lp.progress) in seen:
+            raise TraceError(p, f"layers[{i}].name", f"duplicate layer {lp.name!r}"
+                             + (f" at progress {lp.progress}" if lp.progress is not None else ""))
+        seen.add((lp.name, lp.progress))
         layers.append(lp)
     sha = hashlib.sha256(p.read_bytes()).hexdigest()
     return Stats(layers=layers, provenance=doc["provenance"], path=str(p), sha256=sha)
@@ -128,14 +147,53 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> Stats:
-    """Fit the model to every recorded dO layer of a trace, averaged over its iterations.
+def iteration_progress(tr) -> dict[int, float] | None:
+    """Fraction of the training schedule at each recorded iteration (None: the trace does not say,
+    e.g. a synthetic one): provenance.training.progress (capture --record-every), else the
+    iteration over epochs x iterations_per_epoch."""
+    tp = tr.provenance.get("training") if isinstance(tr.provenance, dict) else None
+    if not isinstance(tp, dict):
+        return None
+    prog = tp.get("progress")
+    if isinstance(prog, dict) and prog:
+        try:
+            return {int(k): float(v) for k, v in prog.items()}
+        except (TypeError, ValueError):
+            raise TraceError(tr.path / MANIFEST, "provenance.training.progress",
+                             "expected iteration: fraction pairs") from None
+    total = tp.get("total_iterations")
+    if not total and isinstance(tp.get("epochs"), int) and isinstance(tp.get("iterations_per_epoch"), int):
+        total = tp["epochs"] * tp["iterations_per_epoch"]
+    if not isinstance(total, int) or total < 1:
+        return None
+    return {i: min(1.0, i / total) for i in tr.iterations}
 
+
+def progress_bin(x: float) -> int:
+    """0 for the untrained network (progress 0), then 1, 2, ... for the PROGRESS_BINS spans."""
+    if x <= 0.0:
+        return 0
+    edges = gm.PROGRESS_BINS
+    return next(i for i in range(1, len(edges)) if x <= edges[i] or i == len(edges) - 1)
+
+
+def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = None,
+        by_progress: bool = True) -> Stats:
+    """Fit the model to every recorded dO layer of a trace.
+
+    With by_progress (and a trace that says where in training each iteration is), the fits are
+    averaged within training-progress bins (gradmodel.PROGRESS_BINS) and each layer gets one
+    parameter set per bin, tagged with the bin's mean progress; otherwise over all iterations.
     Tensors are memory-mapped and read in sample blocks, one layer at a time (bounded memory).
     """
     tr = open_trace(trace_path)
+    if not tr.complete:
+        raise TraceError(tr.path / MANIFEST, "complete", "false: the capture was interrupted or "
+                         "is still running; re-run it (tools/long_captures.py resumes a set)")
     depths = gm.relative_depths(tr.workload.layers)
-    per_layer: dict[str, list[dict]] = {}
+    prog = iteration_progress(tr) if by_progress else None
+    per_layer: dict[tuple[str, int], list[dict]] = {}
+    bin_prog: dict[int, list[float]] = {}
     dtypes = set()
     for rec, arr in tr.stream("dO"):
         dtypes.add(rec.dtype)
@@ -144,7 +202,10 @@ def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = 
             f = gm.fit_tensor(arr, tr.batch, censor_zeros=censor)
         except ValueError as e:
             raise TraceError(tr.path / rec.path, None, f"cannot fit: {e}") from None
-        per_layer.setdefault(rec.layer, []).append(f)
+        b = -1 if prog is None else progress_bin(prog[rec.iteration])
+        per_layer.setdefault((rec.layer, b), []).append(f)
+        if prog is not None and rec.layer == tr.workload.layers[0].name:
+            bin_prog.setdefault(b, []).append(prog[rec.iteration])
         if progress:
             progress(f"fit it {rec.iteration} {rec.layer}: density "
                      f"{f['density']:.3f}")
@@ -153,11 +214,15 @@ def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = 
         raise TraceError(tr.path / MANIFEST, "records", "no dO tensors to fit")
     layers = []
     for l in tr.workload.layers:
-        if l.name not in per_layer:
-            continue
-        avg = gm.average_fits(per_layer[l.name])
-        layers.append(gm.LayerParams(name=l.name, op=l.op, block=l.block, masked=gm.is_masked(l),
-                                     depth=depths[l.name], plane=l.p * l.q, **avg))
+        for (name, b), fits in per_layer.items():
+            if name != l.name:
+                continue
+            avg = gm.average_fits(fits)
+            pr = None if b < 0 or b not in bin_prog else \
+                float(f"{sum(bin_prog[b]) / len(bin_prog[b]):.4f}")
+            layers.append(gm.LayerParams(name=l.name, op=l.op, block=l.block,
+                                         masked=gm.is_masked(l), depth=depths[l.name],
+                                         plane=l.p * l.q, **avg, progress=pr, channels=l.c_out))
     mprov = tr.provenance
     ds = mprov.get("dataset", tr.workload.dataset)
     if isinstance(ds, dict):
@@ -173,6 +238,10 @@ def fit(trace_path: str | os.PathLike, progress: Callable[[str], None] | None = 
         "batch": tr.batch,
         "recorded_batch": tr.recorded_batch,
         "iterations": tr.iterations,
+        "trace_schema_version": tr.manifest.get("schema_version"),
+        "progress": None if prog is None else {str(i): round(v, 4) for i, v in sorted(prog.items())},
+        "train_acc_final": (tr.provenance.get("training") or {}).get("train_acc", [None])[-1]
+        if (tr.provenance.get("training") or {}).get("train_acc") else None,
         "dtype": sorted(dtypes),
         "zeros": "float16 zeros in layers without a ReLU mask treated as censored (flush-to-zero) "
                  "values, not as structural zeros" if "float16" in dtypes else "as recorded",
@@ -188,13 +257,28 @@ def fit_many(trace_paths: list[str | os.PathLike],
     """Fit several traces into one statistics set (e.g. a Conv-BN-ReLU and a Conv-ReLU network, so
     synthesis has data for both block kinds). Layer names get their workload as prefix; the
     provenance lists every source under `sources`."""
+    vers = {}
+    for p in trace_paths:
+        vers.setdefault(open_trace(p).manifest.get("schema_version"), []).append(str(p))
+    if len(vers) > 1:
+        (v0, p0), (v1, p1) = list(vers.items())[:2]
+        raise TraceError(p1[0], "schema_version", f"{v1} differs from {p0[0]}'s {v0}: fit traces "
+                         "of one schema version together")
     if len(trace_paths) == 1:
         return fit(trace_paths[0], progress)
     parts = [fit(p, progress) for p in trace_paths]
+    names = [st.provenance["workload"] + "@" + str(st.provenance.get("dataset")) for st in parts]
     layers = []
-    for st in parts:
+    # one network prefix per trace (the same network on two datasets is two sources)
+    dup = {n for n in names if names.count(n) > 1}
+    for st, nm in zip(parts, names):
         wl = st.provenance["workload"]
-        layers += [dataclasses.replace(lp, name=f"{wl}/{lp.name}") for lp in st.layers]
+        prefix = wl if sum(1 for x in names if x.split("@")[0] == wl) == 1 else nm
+        if nm in dup:
+            raise TraceError(st.provenance["trace"], None, f"two traces of {nm}: fit one per "
+                             "network and dataset")
+        layers += [dataclasses.replace(lp, name=f"{prefix}/{lp.name}") for lp in st.layers]
+        st.provenance["prefix"] = prefix
     prov = {k: v for k, v in parts[0].provenance.items()
             if k in ("prunesim", "quantile_levels", "fitted")}
     prov["workload"] = "+".join(st.provenance["workload"] for st in parts)
@@ -204,16 +288,30 @@ def fit_many(trace_paths: list[str | os.PathLike],
 
 
 def cmd_fit(args) -> int:
+    if getattr(args, "check", False):
+        from sim.traces import loo
+        t0 = time.perf_counter()
+        res = loo.loo_check(args.trace, progress=lambda s: print(s, file=sys.stderr, flush=True))
+        print("leave-one-network-out, run means over the recorded progress points: "
+              "real / synthetic (error)")
+        print(loo.loo_table(res))
+        print()
+        print(loo.progress_table(res))
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        if args.out is None:
+            return 0
+    if args.out is None:
+        raise TraceError(None, "--out", "required (unless --check)")
     from sim.outputs import check_output
     check_output(args.out, force=getattr(args, "force", False), field="--out")
     stats = fit_many(args.trace)
     write_stats(stats, args.out)
     print(f"fitted {len(stats.layers)} layers of {stats.provenance['workload']} "
           f"({len(stats.provenance['iterations'])} iterations) -> {args.out}")
-    print(f"{'layer':<16}{'block':<14}{'depth':>6}{'q10':>7}{'q90':>7}{'sig_n':>7}{'sig_c':>7}{'sig_nc':>7}"
+    print(f"{'layer':<16}{'block':<14}{'progress':>9}{'depth':>6}{'q10':>7}{'q90':>7}{'sig_n':>7}{'sig_c':>7}{'sig_nc':>7}"
           f"{'dead':>7}{'zero':>7}{'density':>8}{'scale*B':>11}")
     for p in stats.layers:
-        print(f"{p.name:<16}{p.block:<14}{p.depth:6.2f}{p.logq[gm.LEVELS.index(0.1)]:7.2f}{p.logq[gm.LEVELS.index(0.9)]:7.2f}{p.sigma_n:7.3f}{p.sigma_c:7.3f}"
+        print(f"{p.name:<16}{p.block:<14}{'-' if p.progress is None else f'{p.progress:.2f}':>9}{p.depth:6.2f}{p.logq[gm.LEVELS.index(0.1)]:7.2f}{p.logq[gm.LEVELS.index(0.9)]:7.2f}{p.sigma_n:7.3f}{p.sigma_c:7.3f}"
               f"{p.sigma_nc:7.3f}{p.dead_fraction:7.3f}{p.zero_fraction:7.3f}{p.density:8.3f}"
               f"{p.scale_per_sample:11.4g}")
     return 0
@@ -289,6 +387,14 @@ def generate_layer(out: np.ndarray, prm: dict, batch: int, seed: int, iteration:
             dst[start:stop] = mag
 
 
+def _require_progress(stats: Stats, train_progress: float | None, field: str = "--progress") -> None:
+    """A progress value must change the result: refuse it for statistics fitted without one."""
+    if train_progress is not None and not any(p.progress is not None for p in stats.layers):
+        raise TraceError(stats.path, field, "these statistics were fitted without training "
+                         "progress (schema 1, or traces without training provenance): refit them "
+                         "with `prunesim trace fit` on captures, or leave out --progress")
+
+
 def _round(v):
     if v is None:
         return None
@@ -300,12 +406,16 @@ def _round(v):
 def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: Stats | str | None = None,
           iterations: int = 1, seed: int = 0, dtype: str = "float32", *, subsample: int | None = None,
           force: bool = False, progress: Callable[[str], None] | None = None,
-          block_elems: int | None = None, yes_large: bool = False) -> Path:
+          block_elems: int | None = None, yes_large: bool = False,
+          train_progress: float | None = None) -> Path:
     """Write a synthetic dense trace: dO of every conv and FC layer, for each iteration.
 
     `subsample` records only the first S samples of each batch (like capture --subsample); the
-    gradient scale still follows `batch`. Returns the trace directory.
+    gradient scale still follows `batch`. `train_progress` (a fraction of the training schedule)
+    takes the gradient statistics at that point of training; None (default) averages them over
+    the whole run (gradmodel.at_progress). Returns the trace directory.
     """
+    train_progress = gm.check_progress(train_progress)
     wl = load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
     if not isinstance(stats, Stats):
         stats = load_stats(stats)
@@ -317,7 +427,8 @@ def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: S
         raise TraceError(None, "batch", "batch and iterations must be >= 1")
     if subsample is not None and not 1 <= subsample <= batch:
         raise TraceError(None, "subsample", f"must be in 1..{batch}, got {subsample}")
-    mapped, warnings = gm.map_params(stats.layers, wl)
+    _require_progress(stats, train_progress)
+    mapped, warnings = gm.map_params(stats.layers, wl, train_progress)
     rec_batch = subsample or batch
     for w in warnings:
         if progress:
@@ -330,6 +441,7 @@ def synth(workload: Workload | str, batch: int, out: str | os.PathLike, stats: S
         "stats": {"path": stats.path or "<in memory>", "sha256": stats.sha256,
                   "source": stats.provenance},
         "dataset": stats.provenance.get("dataset"),
+        "training_progress": "averaged over the run" if train_progress is None else train_progress,
         "mapping": {name: {"rule": d["rule"], "from": d["from"], "t": round(d["t"], 4)}
                     for name, d in mapped.items()},
         "mapping_warnings": warnings,
@@ -405,6 +517,7 @@ def cmd_synth(args) -> int:
     wl = load_workload(args.workload)
     if args.seed < 0:
         raise TraceError(None, "--seed", f"must be >= 0, got {args.seed}")
+    gm.check_progress(getattr(args, "progress", None))
     from sim.progress import Progress
     t0 = time.perf_counter()
     # a bar with rate and ETA on a terminal; one line per layer in logs and pipes
@@ -412,7 +525,25 @@ def cmd_synth(args) -> int:
         cb = bar.callback if bar.enabled else (lambda s: print(s, file=sys.stderr, flush=True))
         path = synth(wl, args.batch, args.out, stats, iterations=args.iterations, seed=args.seed,
                      dtype=args.dtype, force=args.force, subsample=getattr(args, "subsample", None),
-                     progress=cb, yes_large=getattr(args, "yes_large", False))
+                     progress=cb, yes_large=getattr(args, "yes_large", False),
+                     train_progress=getattr(args, "progress", None))
     print(f"wrote synthetic trace {path} ({wl.name}, batch {args.batch}, {args.iterations} "
           f"iteration(s), seed {args.seed}, stats {stats.path}) in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def synthetic_grads(workload: Workload, samples: int, batch: int, seed: int = 0,
+                    stats: Stats | str | None = None, train_progress: float | None = None,
+                    iteration: int = 0) -> dict[str, np.ndarray]:
+    """In-memory synthetic dO of every layer (`samples` deep, scale of `batch`): what `synth`
+    writes, without a trace directory."""
+    if not isinstance(stats, Stats):
+        stats = load_stats(stats)
+    _require_progress(stats, gm.check_progress(train_progress), "train_progress")
+    mapped, _ = gm.map_params(stats.layers, workload, train_progress)
+    out = {}
+    for l in workload.layers:
+        a = np.empty(l.tensor_shapes(samples)["dO"], np.float32)
+        generate_layer(a, mapped[l.name], batch, seed, iteration, l.index)
+        out[l.name] = a
+    return out
