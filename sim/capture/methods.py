@@ -231,7 +231,7 @@ def prunetrain_flops(workload: Workload, batch: int) -> int:
     for l in workload.layers:
         if l.op == "conv":
             crs = (l.c_in // l.groups) * l.r * l.s
-            total += batch * (2 * crs * l.c_out * l.p * l.q + (l.h + l.pad) * (l.w + l.pad) * l.c_out * crs)
+            total += batch * (2 * crs * l.c_out * l.p * l.q + (l.h + l.pad_h) * (l.w + l.pad_w) * l.c_out * crs)
         else:
             total += 3 * l.c_out * l.c_in * batch
     return total

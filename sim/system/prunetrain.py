@@ -205,7 +205,7 @@ def authors_macs(workload: Workload, batch: int) -> int:
             tot += 3 * l.c_out * l.c_in * batch
         else:
             crs_k = l.c_in // l.groups * l.r * l.s * l.c_out
-            tot += batch * (2 * crs_k * l.p * l.q + (l.h + 2 * l.pad) * (l.w + 2 * l.pad) * crs_k)
+            tot += batch * (2 * crs_k * l.p * l.q + (l.h + 2 * l.pad_h) * (l.w + 2 * l.pad_w) * crs_k)
     return tot
 
 
