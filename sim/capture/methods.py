@@ -231,7 +231,10 @@ def prunetrain_flops(workload: Workload, batch: int) -> int:
     for l in workload.layers:
         if l.op == "conv":
             crs = (l.c_in // l.groups) * l.r * l.s
-            total += batch * (2 * crs * l.c_out * l.p * l.q + (l.h + l.pad_h) * (l.w + l.pad_w) * l.c_out * crs)
+            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
+            pix = l.h * l.w if l.transposed else l.p * l.q
+            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
+            total += batch * (2 * crs * l.c_out * pix + (ih + l.pad_h) * (iw + l.pad_w) * l.c_out * crs)
         else:
             total += 3 * l.c_out * l.c_in * batch
     return total
