@@ -140,14 +140,16 @@ def test_deconv_trace_and_replay_on_a_gpu_and_a_cpu(tmp_path, capsys):
     assert tr.tensor(0, "up", "W").shape == (4, 6, 4, 4)       # C_in x C_out x R x S
     capsys.readouterr()
     rc = main(["replay", str(tmp_path / "t"), "--hw", "a100-sxm4-40gb", "--hw", "rpi4b",
-               "--method", "dbtd:p=0.9", "--json"])
+               "--method", "dbtd:p=0.9", "--method", "sdgp-mag:nm=2:4", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in err
     rows = {r["layer"]: r for r in json.loads(out)["layers"]}
     dense, dbtd = rows["up"]["methods"]["dense"], rows["up"]["methods"]["dbtd:p=0.9,sigma=paper"]
     assert set(dense["seconds"]) == {"a100-sxm4-40gb"} and "transposed" in dense["not_run"]["rpi4b"]
     assert dense["seconds"]["a100-sxm4-40gb"]["fwd"] > 0
-    assert "transposed" in dbtd["not_run"]["a100-sxm4-40gb"]
+    assert "transposed" in dbtd["not_run"]["a100-sxm4-40gb"]    # DBTD sparsifies WGC too
+    sdgp = rows["up"]["methods"]["sdgp-mag:nm=2:4"]                 # AGBP only: it runs
+    assert 0 < sdgp["density"] <= 0.5 and sdgp["seconds"]["a100-sxm4-40gb"]["agbp"] > 0
     assert set(rows["c"]["methods"]["dense"]["seconds"]) == {"a100-sxm4-40gb", "rpi4b"}
     # the text report ends cleanly too: the deconv keeps every CPU row from a number
     assert main(["replay", str(tmp_path / "t"), "--hw", "a100-sxm4-40gb", "--hw", "rpi4b",

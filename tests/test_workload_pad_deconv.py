@@ -102,5 +102,6 @@ def test_transposed_runs_dense_on_gpus_and_is_not_run_elsewhere():
 
     class Sparse:   # the fields unsupported_reason reads from a MethodResult
         method, phases, structure = "dbtd", ("agbp", "wgc"), "csr"
-    assert "sparse gradient phases" in unsupported_reason(gpu, l, Sparse(), "wgc")
-    assert unsupported_reason(gpu, l, Sparse(), "fwd") is None
+    assert "sparse WGC" in unsupported_reason(gpu, l, Sparse(), "wgc")
+    # AGBP is the reverse conv's forward: an implicit GEMM with dO as A, as for any conv
+    assert unsupported_reason(gpu, l, Sparse(), "agbp") is None
