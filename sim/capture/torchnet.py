@@ -194,9 +194,10 @@ def _warn_dropped(model, kept: set, nn) -> list[str]:
 
 def workload_from_model(model, example_input, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
-    """Derive a validated Workload from any ``nn.Module`` by forward hooks on Conv2d and Linear.
+    """Derive a validated Workload from any ``nn.Module`` by forward hooks on its GEMM modules.
 
-    One forward pass of `example_input` (N x C x H x W) records every Conv2d / Linear call in
+    One forward pass of `example_input` (N x C x H x W, or N x C x L) records every Conv2d /
+    Conv1d / ConvTranspose2d / Linear call in
     execution order with its input and output shape; layer names are the modules' qualified names
     (``layer1.0.conv1``). ``bn`` / ``relu`` are set when an ``nn.BatchNorm2d`` / ``nn.ReLU`` module
     consumes the conv's output tensor (functional ``F.relu`` is invisible: relu stays false).
