@@ -105,3 +105,14 @@ def test_transposed_runs_dense_on_gpus_and_is_not_run_elsewhere():
     assert "sparse WGC" in unsupported_reason(gpu, l, Sparse(), "wgc")
     # AGBP is the reverse conv's forward: an implicit GEMM with dO as A, as for any conv
     assert unsupported_reason(gpu, l, Sparse(), "agbp") is None
+
+
+def test_deconvs_are_refused_where_no_model_holds_them(tmp_path):
+    from sim.capture.methods import PruneTrain
+    from sim.errors import CaptureError, PrunesimError
+    from sim.workload_export import export_scalesim
+    wl = _wl({"c_out": 6, "kernel": 3, "transposed": True}, h=5, w=5)
+    with pytest.raises(CaptureError, match="transposed"):
+        PruneTrain(wl)
+    with pytest.raises(PrunesimError, match="transposed conv"):
+        export_scalesim(wl, tmp_path / "s")

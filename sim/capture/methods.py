@@ -284,6 +284,11 @@ class PruneTrain:
     reconfigurations: list[Reconfiguration] = field(default_factory=list)
 
     def __post_init__(self):
+        deconv = next((l.name for l in self.workload.layers if l.transposed), None)
+        if deconv is not None:
+            # channel removal slices a conv weight C_out-first; a deconv's is C_in-first
+            raise CaptureError(self.workload.origin, deconv, "PruneTrain's channel removal is "
+                               "modeled for convs and FC layers, not transposed convs")
         self.base_batch = self.batch
         if self.mem_budget is None:
             self.mem_budget = training_bytes(self.workload, self.batch)
