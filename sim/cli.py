@@ -422,7 +422,8 @@ def cmd_workload_show(args) -> int:
             out["layers"].append({
                 "name": l.name, "op": l.op, "block": l.block, "c_in": l.c_in, "c_out": l.c_out,
                 "h": l.h, "w": l.w, "p": l.p, "q": l.q, "r": l.r, "s": l.s, "stride": l.stride,
-                "pad": l.pad, "groups": l.groups, "residual_node": l.residual_node,
+                "pad": l.pad, "groups": l.groups, "transposed": l.transposed,
+                "residual_node": l.residual_node,
                 "params": l.param_count, "macs": l.macs(b),
                 "gemms": {ph: {"m": x.m, "n": x.n, "k": x.k, "groups": x.groups, "flops": x.flops}
                           for ph, x in g.items()}})
@@ -439,7 +440,8 @@ def cmd_workload_show(args) -> int:
                 tot[ph] += g[ph].flops
         geo = (f"{l.c_in}x{l.h}x{l.w} -> {l.c_out}x{l.p}x{l.q}" if l.op == "conv"
                else f"{l.c_in} -> {l.c_out}")
-        ker = f"{l.r}x{l.s}/{l.stride}p{l.pad}" + (f" g{l.groups}" if l.groups > 1 else "") \
+        ker = f"{l.r}x{l.s}/{l.stride}p{l.pad_h}" + ("" if l.pad_h == l.pad_w else f"x{l.pad_w}") \
+            + (f" g{l.groups}" if l.groups > 1 else "") + (" transposed" if l.transposed else "") \
             if l.op == "conv" else ""
         rows.append([l.index, l.name, l.block, geo, ker, l.residual_node or "",
                      *(f"{x.m}x{x.n}x{x.k}" + ("" if x.phase != "agbp" or l.needs_agbp else " (unused)")

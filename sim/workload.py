@@ -3,7 +3,11 @@
 A workload file lists ops in execution order. Every op reads named tensors and writes one new tensor;
 shapes are inferred, never repeated, so a file states each fact once. Ops:
 
-- ``conv``: in, out, c_out, kernel, [stride=1, pad=0, groups=1, bias, bn=false, relu=false]
+- ``conv``: in, out, c_out, kernel, [stride=1, pad=0, groups=1, bias, bn=false, relu=false,
+  transposed=false]. ``kernel`` and ``pad`` take one number for both axes or [height, width].
+  ``transposed: true`` is a ConvTranspose2d (a deconv): its output is (H-1)*stride - 2*pad + kernel
+  per axis, and its three GEMMs are those of the conv from its output back to its input, with FWD
+  and AGBP swapped (see `lower`).
 - ``fc``:   in, out, c_out, [bias=true, relu=false]   (flattens its input)
 - ``pool``: in, out, kind (max|avg), and either global: true or kernel, [stride=kernel, pad=0]
 - ``add``:  in: [a, b], out, [relu=false]              (residual sum)
@@ -29,7 +33,7 @@ PHASES = ("fwd", "agbp", "wgc")
 
 _OP_KEYS = {
     "conv": ({"name", "op", "in", "out", "c_out", "kernel"},
-             {"stride", "pad", "groups", "bias", "bn", "relu"}),
+             {"stride", "pad", "groups", "bias", "bn", "relu", "transposed"}),
     "fc": ({"name", "op", "in", "out", "c_out"}, {"bias", "relu"}),
     "pool": ({"name", "op", "in", "out", "kind"}, {"kernel", "stride", "pad", "global"}),
     "add": ({"name", "op", "in", "out"}, {"relu"}),
@@ -54,7 +58,7 @@ class Layer:
     r: int             # kernel height
     s: int
     stride: int
-    pad: int
+    pad: int | tuple[int, int]   # an int when both axes have it (every square pad); else (h, w)
     groups: int
     bias: bool
     bn: bool
@@ -64,6 +68,15 @@ class Layer:
     in_space: str      # channel space: tensors tied by residual adds and pools share one
     out_space: str
     residual_node: str | None  # out_space when it is a residual sum node, else None
+    transposed: bool = False   # a ConvTranspose2d: h, w its input; p, q its (larger) output
+
+    @property
+    def pad_h(self) -> int:
+        return self.pad if isinstance(self.pad, int) else self.pad[0]
+
+    @property
+    def pad_w(self) -> int:
+        return self.pad if isinstance(self.pad, int) else self.pad[1]
 
     @property
     def block(self) -> str:
@@ -91,7 +104,9 @@ class Layer:
         return self.weight_count + (self.c_out if self.bias else 0) + (2 * self.c_out if self.bn else 0)
 
     def macs(self, batch: int = 1) -> int:
-        """Forward multiply-accumulates."""
+        """Forward multiply-accumulates (a deconv does its kernel once per input pixel)."""
+        if self.transposed:
+            return batch * self.h * self.w * self.weight_count
         return batch * self.p * self.q * self.weight_count
 
     def tensor_shapes(self, batch: int) -> dict[str, tuple[int, ...]]:
@@ -99,6 +114,8 @@ class Layer:
         i = (batch, self.c_in, self.h, self.w)
         o = (batch, self.c_out, self.p, self.q)
         wt = (self.c_out, self.c_in // self.groups, self.r, self.s)
+        if self.transposed:   # PyTorch stores a ConvTranspose2d's weight as C_in x C_out/g x R x S
+            wt = (self.c_in, self.c_out // self.groups, self.r, self.s)
         if self.op == "fc":
             i, o, wt = (batch, self.c_in), (batch, self.c_out), (self.c_out, self.c_in)
         return {"I": i, "dI": i, "O": o, "dO": o, "W": wt, "dW": wt}
@@ -143,6 +160,12 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
     dgrad (and Caffe's W^T * dO + col2im) is the scatter form M = N*P*Q, N = C_in*R*S, K = C_out,
     followed by a col2im (form "scatter"). In both forms dO is the A operand and K runs over C_out,
     so N:M groups along dO's channels stay along the reduction.
+
+    A transposed conv (deconv) computes exactly the data gradient of the conv E that maps its output
+    back to its input (E: C_out x P x Q -> C_in x H x W, same kernel, stride and pad). So its FWD is
+    E's AGBP (implicit M = N*P*Q, N = C_out, K = C_in*R*S at stride 1; scatter plus col2im when
+    strided, as PyTorch runs it), its AGBP is E's FWD (M = N*H*W, N = C_in, K = C_out*R*S, dO the A
+    operand) and its WGC is E's WGC (M = C_in, N = C_out*R*S, K = N*H*W, with dO the im2col'd B).
     """
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -157,6 +180,17 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
     npq = batch * layer.p * layer.q
     mk = lambda ph, m, n, k, a, b, c, ae, be, ce, form="implicit": Gemm(
         layer.name, ph, m, n, k, g, a, b, c, ae, be, ce, form)
+    if layer.transposed:
+        nhw = batch * layer.h * layer.w
+        if layer.stride == 1:
+            fwd = mk("fwd", npq, cout_g, cin_g * rs, "I", "W", "O", n_i, n_w, n_o)
+        else:
+            fwd = mk("fwd", nhw, cout_g * rs, cin_g, "I", "W", "O", n_i, n_w, n_o, "scatter")
+        return {
+            "fwd": fwd,
+            "agbp": mk("agbp", nhw, cin_g, cout_g * rs, "dO", "W", "dI", n_o, n_w, n_i),
+            "wgc": mk("wgc", cin_g, cout_g * rs, nhw, "I", "dO", "dW", n_i, n_o, n_w),
+        }
     if layer.stride == 1:
         agbp = mk("agbp", batch * layer.h * layer.w, cin_g, cout_g * rs, "dO", "W", "dI", n_o, n_w, n_i)
     else:
@@ -260,8 +294,8 @@ def _int(v: Any, file: str, field: str, minimum: int = 1, rng: str | None = None
 
 def _check_macs(layer: dict, batch: int, file: str, field: str) -> None:
     """Refuse a layer whose GEMMs at this batch hold more MACs than float64 counts exactly."""
-    per_sample = layer["c_out"] * layer["p"] * layer["q"] * (layer["c_in"] // layer["groups"]) \
-        * layer["r"] * layer["s"]
+    pix = layer["h"] * layer["w"] if layer.get("transposed") else layer["p"] * layer["q"]
+    per_sample = layer["c_out"] * pix * (layer["c_in"] // layer["groups"]) * layer["r"] * layer["s"]
     if per_sample * batch > BUDGETS["layer_macs"].limit:
         raise WorkloadError(file, field, f"layer {layer['name']}: {per_sample * batch:.3g} "
                             f"multiply-adds per GEMM at batch "
@@ -281,11 +315,13 @@ def _str(v: Any, file: str, field: str) -> str:
     return v
 
 
-def _pair(v: Any, file: str, field: str) -> tuple[int, int]:
+def _pair(v: Any, file: str, field: str, minimum: int = 1, rng: str = "kernel") -> tuple[int, int]:
     if isinstance(v, list) and len(v) == 2:
-        return (_int(v[0], file, field + "[0]", rng="kernel"),
-                _int(v[1], file, field + "[1]", rng="kernel"))
-    k = _int(v, file, field, rng="kernel")
+        return (_int(v[0], file, field + "[0]", minimum, rng=rng),
+                _int(v[1], file, field + "[1]", minimum, rng=rng))
+    if isinstance(v, list):
+        raise WorkloadError(file, field, f"expected a number or [height, width], got {v!r}")
+    k = _int(v, file, field, minimum, rng=rng)
     return k, k
 
 
@@ -395,27 +431,37 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
         if kind == "conv":
             r, s = _pair(op["kernel"], file, fld + ".kernel")
             stride = _int(op.get("stride", 1), file, fld + ".stride", rng="stride")
-            pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+            ph, pw = _pair(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+            # a square pad stays an int, so `pad: p` and `pad: [p, p]` give the same layer
+            pad: int | tuple[int, int] = ph if ph == pw else (ph, pw)
             groups = _int(op.get("groups", 1), file, fld + ".groups", rng="channels")
             c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
-            if pad >= max(r, s):
-                raise WorkloadError(file, fld + ".pad", f"pad {pad} is not smaller than the "
-                                    f"{r}x{s} kernel: outputs past it would convolve only padding")
+            transposed = _bool(op.get("transposed", False), file, fld + ".transposed")
+            if max(ph, pw) >= max(r, s):
+                raise WorkloadError(file, fld + ".pad", f"pad {op.get('pad')} is not smaller than "
+                                    f"the {r}x{s} kernel: outputs past it would convolve only "
+                                    "padding")
             bn = _bool(op.get("bn", False), file, fld + ".bn")
             relu = _bool(op.get("relu", False), file, fld + ".relu")
             bias = _bool(op.get("bias", not bn), file, fld + ".bias")
             if c % groups or c_out % groups:
                 raise WorkloadError(file, fld + ".groups", f"groups={groups} must divide c_in={c} "
                                     f"and c_out={c_out}")
-            p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+            if transposed:   # PyTorch's ConvTranspose2d size (output_padding 0, dilation 1)
+                p, q = (h - 1) * stride - 2 * ph + r, (w - 1) * stride - 2 * pw + s
+            else:
+                p, q = (h + 2 * ph - r) // stride + 1, (w + 2 * pw - s) // stride + 1
             if p < 1 or q < 1:
-                raise WorkloadError(file, fld + ".kernel", f"kernel {r}x{s} with pad {pad} does not "
-                                    f"fit the {h}x{w} input")
+                raise WorkloadError(file, fld + ".kernel", f"kernel {r}x{s} with pad "
+                                    f"{op.get('pad', 0)} does not fit the {h}x{w} input")
+            if transposed:
+                check_range("spatial", max(p, q), file, fld + ".stride", WorkloadError)
             shapes[out] = (c_out, p, q)
             spaces.find(out)
             raw_layers.append(dict(index=len(raw_layers), name=lname, op="conv", c_in=c, c_out=c_out,
                                    h=h, w=w, p=p, q=q, r=r, s=s, stride=stride, pad=pad, groups=groups,
-                                   bias=bias, bn=bn, relu=relu, in_tensor=ins[0], out_tensor=out))
+                                   bias=bias, bn=bn, relu=relu, in_tensor=ins[0], out_tensor=out,
+                                   transposed=transposed))
             _check_macs(raw_layers[-1], 1, file, fld + ".c_out")
         elif kind == "fc":
             c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")

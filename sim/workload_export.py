@@ -90,6 +90,10 @@ def conv_rows(wl: Workload, convs_only: bool = False) -> list[list]:
             if not convs_only:
                 rows.append([_safe_name(l.name), 1, 1, 1, 1, l.c_in, l.c_out, 1])
             continue
+        if l.transposed:
+            # a deconv is a conv over its zero-stuffed input: SCALE-Sim would count the stuffed zeros
+            raise PrunesimError(wl.origin, l.name, "transposed conv: SCALE-Sim's conv topology has no "
+                                "deconv row (it would count the zeros a stride inserts)")
         h, w = scalesim_ifmap(l)
         name = _safe_name(l.name)
         if l.groups == 1:

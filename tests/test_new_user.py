@@ -188,10 +188,15 @@ def test_non_square_kernel_refusal_names_the_cause():
     from sim.capture.torchnet import workload_from_model
     from sim.errors import CaptureError
     torch = pytest.importorskip("torch")
+    # a (3, 5) kernel's 'same' padding is per-axis: pad [1, 2] keeps the 8 x 8 map
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), padding=(1, 2)))
+    l = workload_from_model(net, torch.zeros(1, 1, 8, 8), "n").layers[0]
+    assert (l.pad, l.p, l.q) == ((1, 2), 8, 8)
+    # what the schema cannot hold is a per-axis stride: the refusal names it
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), stride=(1, 2)))
     with pytest.raises(CaptureError) as e:
         workload_from_model(net, torch.zeros(1, 1, 8, 8), "n")
-    assert "(3, 5)" in e.value.message and "one stride and one pad" in e.value.message
+    assert "(1, 2)" in e.value.message and "one stride" in e.value.message
     # a non-square kernel with equal padding is fine
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 5), padding=1))
     assert workload_from_model(net, torch.zeros(1, 1, 8, 8), "n").layers[0].s == 5

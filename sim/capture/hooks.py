@@ -16,8 +16,9 @@ Usage::
 
 Every `cap.iteration()` block is one iteration (numbered 0, 1, 2, ... across epochs); iterations
 0, K, 2K, ... (or the explicit `iterations=` set) are recorded. Forward passes outside an
-`iteration()` block (evaluation) are ignored. Per recorded layer (every Conv2d / Conv1d / Linear
-that is a workload layer; a Conv1d's N x C x L tensors are stored as N x C x 1 x L; any other
+`iteration()` block (evaluation) are ignored. Per recorded layer (every Conv2d / Conv1d /
+ConvTranspose2d / Linear that is a workload layer; a Conv1d's N x C x L tensors are stored as
+N x C x 1 x L; a ConvTranspose2d's dO has its (larger) output's shape; any other
 module with parameters or a GEMM is named in one warning line, never dropped silently):
 
 - ``dO``: gradient w.r.t. the layer module's OUTPUT, i.e. pre-BN for Conv-BN (a tensor hook on the
@@ -208,7 +209,7 @@ class Capture:
         mapping = getattr(model, "prunesim_layer_modules", None)
         if mapping is None:
             mapping = {n: m for n, m in model.named_modules()
-                       if isinstance(m, (nn.Conv2d, nn.Conv1d, nn.Linear))}
+                       if isinstance(m, (nn.Conv2d, nn.Conv1d, nn.ConvTranspose2d, nn.Linear))}
         wanted = [l.name for l in workload.layers]
         if layer_names is not None:
             layer_names = list(layer_names)
@@ -220,7 +221,8 @@ class Capture:
         missing = [n for n in wanted if n not in mapping]
         if missing:
             raise CaptureError(None, "workload", f"workload {workload.name} layers not found as "
-                               f"Conv2d/Conv1d/Linear modules of the model: {', '.join(missing[:5])}"
+                               f"Conv2d/Conv1d/ConvTranspose2d/Linear modules of the model: "
+                               f"{', '.join(missing[:5])}"
                                + (" ..." if len(missing) > 5 else ""))
         if layer_names is None and warn:
             # a GEMM module of the model that no workload layer names is not recorded: say so once
@@ -233,6 +235,11 @@ class Capture:
                 warnings.warn(f"Capture: {len(left)} GEMM module(s) of the model are not layers of "
                               f"workload {workload.name} and are not recorded: {', '.join(left)}",
                               stacklevel=3)
+        for n in wanted:
+            # a deconv's tensors lower transposed: a conv module in its place would be timed wrongly
+            if workload.layer(n).transposed != isinstance(mapping[n], nn.ConvTranspose2d):
+                raise CaptureError(None, n, f"module {type(mapping[n]).__name__} does not match "
+                                   "the workload layer's transposed flag")
         return {n: mapping[n] for n in wanted}
 
     def __enter__(self) -> "Capture":

@@ -268,7 +268,10 @@ def prunetrain_flops(workload: Workload, batch: int) -> int:
     for l in workload.layers:
         if l.op == "conv":
             crs = (l.c_in // l.groups) * l.r * l.s
-            total += batch * (2 * crs * l.c_out * l.p * l.q + (l.h + l.pad) * (l.w + l.pad) * l.c_out * crs)
+            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
+            pix = l.h * l.w if l.transposed else l.p * l.q
+            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
+            total += batch * (2 * crs * l.c_out * pix + (ih + l.pad_h) * (iw + l.pad_w) * l.c_out * crs)
         else:
             total += 3 * l.c_out * l.c_in * batch
     return total
@@ -318,6 +321,11 @@ class PruneTrain:
     reconfigurations: list[Reconfiguration] = field(default_factory=list)
 
     def __post_init__(self):
+        deconv = next((l.name for l in self.workload.layers if l.transposed), None)
+        if deconv is not None:
+            # channel removal slices a conv weight C_out-first; a deconv's is C_in-first
+            raise CaptureError(self.workload.origin, deconv, "PruneTrain's channel removal is "
+                               "modeled for convs and FC layers, not transposed convs")
         self.base_batch = self.batch
         if self.mem_budget is None:
             self.mem_budget = training_bytes(self.workload, self.batch)

@@ -80,8 +80,10 @@ def build_model(workload: Workload):
                 key = _escape(l.name, taken)
                 self._keys[l.name] = key
                 if l.op == "conv":
-                    self.blocks[key] = nn.Conv2d(l.c_in, l.c_out, (l.r, l.s), stride=l.stride,
-                                                 padding=l.pad, groups=l.groups, bias=l.bias)
+                    conv = nn.ConvTranspose2d if l.transposed else nn.Conv2d
+                    self.blocks[key] = conv(l.c_in, l.c_out, (l.r, l.s), stride=l.stride,
+                                            padding=(l.pad_h, l.pad_w), groups=l.groups,
+                                            bias=l.bias)
                     if l.bn:
                         self.bns[key] = nn.BatchNorm2d(l.c_out)
                 else:
@@ -141,6 +143,35 @@ def _gemm_module_types(nn) -> tuple:
     return tuple(getattr(nn, n) for n in names if hasattr(nn, n))
 
 
+def _conv_fields(mod, qname, nn) -> dict:
+    """The workload fields of a Conv1d / Conv2d / ConvTranspose2d module, or a CaptureError naming
+    what the schema cannot hold. A Conv1d is a conv over a 1 x L map: kernel [1, k], pad [0, p]."""
+    one_d = isinstance(mod, nn.Conv1d)
+    kind = type(mod).__name__
+    if isinstance(mod.padding, str) or mod.padding_mode != "zeros" or any(d != 1 for d in mod.dilation):
+        raise CaptureError(None, qname, f"{kind} with dilation {tuple(mod.dilation)}, padding "
+                           f"{mod.padding!r} or padding mode {mod.padding_mode!r}: the workload "
+                           "schema has undilated, zero-padded convs with numeric padding")
+    if isinstance(mod, nn.ConvTranspose2d) and any(o != 0 for o in mod.output_padding):
+        raise CaptureError(None, qname, f"ConvTranspose2d with output_padding "
+                           f"{tuple(mod.output_padding)}: the workload schema's transposed conv "
+                           "has none")
+    if one_d:
+        (k,), (st,), (pd,) = mod.kernel_size, mod.stride, mod.padding
+        r, s, ph, pw = 1, k, 0, pd
+    else:
+        (r, s), (ph, pw) = mod.kernel_size, mod.padding
+        if mod.stride[0] != mod.stride[1]:
+            raise CaptureError(None, qname, f"{kind} with stride {tuple(mod.stride)}: the workload "
+                               "schema has one stride for both axes")
+        st = mod.stride[0]
+    op = {"c_out": mod.out_channels, "kernel": r if r == s else [r, s], "stride": st,
+          "pad": ph if ph == pw else [ph, pw], "groups": mod.groups, "bias": mod.bias is not None}
+    if isinstance(mod, nn.ConvTranspose2d):
+        op["transposed"] = True
+    return op
+
+
 def _warn_dropped(model, kept: set, nn) -> list[str]:
     """ONE warning line naming every module that owns parameters or does a GEMM and is not in the
     workload (a layer, or a BatchNorm2d folded into a conv's bn flag); returns their names."""
@@ -154,7 +185,8 @@ def _warn_dropped(model, kept: set, nn) -> list[str]:
     if dropped:
         warnings.warn(f"workload_from_model: {len(dropped)} module(s) with parameters or a GEMM "
                       f"are not workload layers and are left out of the workload and the trace: "
-                      f"{', '.join(dropped)} (the schema has Conv2d, unpadded Conv1d, Linear and a "
+                      f"{', '.join(dropped)} (the schema has Conv2d, Conv1d, ConvTranspose2d, Linear "
+                      "and a "
                       "BatchNorm2d that alone follows a conv; modules that did not run in the "
                       "forward pass are listed too)", stacklevel=3)
     return dropped
@@ -162,9 +194,10 @@ def _warn_dropped(model, kept: set, nn) -> list[str]:
 
 def workload_from_model(model, example_input, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
-    """Derive a validated Workload from any ``nn.Module`` by forward hooks on Conv2d and Linear.
+    """Derive a validated Workload from any ``nn.Module`` by forward hooks on its GEMM modules.
 
-    One forward pass of `example_input` (N x C x H x W) records every Conv2d / Linear call in
+    One forward pass of `example_input` (N x C x H x W, or N x C x L) records every Conv2d /
+    Conv1d / ConvTranspose2d / Linear call in
     execution order with its input and output shape; layer names are the modules' qualified names
     (``layer1.0.conv1``). ``bn`` / ``relu`` are set when an ``nn.BatchNorm2d`` / ``nn.ReLU`` module
     consumes the conv's output tensor (functional ``F.relu`` is invisible: relu stays false).
@@ -204,7 +237,7 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
     follower_mod: dict = {}   # (kind, id(output tensor)) -> id(module) of a bn/relu follower
 
     for qname, mod in model.named_modules():
-        if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.Linear)):
+        if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.ConvTranspose2d, nn.Linear)):
             handles.append(mod.register_forward_hook(layer_hook(qname)))
         elif isinstance(mod, nn.BatchNorm2d):
             handles.append(mod.register_forward_hook(follow_hook("bn")))
@@ -220,7 +253,8 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
         for h in handles:
             h.remove()
     if not calls:
-        raise CaptureError(None, "model", "no Conv2d, Conv1d or Linear layer ran in the forward pass")
+        raise CaptureError(None, "model", "no Conv2d, Conv1d, ConvTranspose2d or Linear layer ran "
+                           "in the forward pass")
 
     def is_(a, b):
         return a is b
@@ -251,37 +285,17 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
             declared[src] = [int(v) for v in shp]
         out_name = f"out{i}"
         if isinstance(mod, nn.Conv1d):
-            if mod.dilation != (1,) or mod.padding_mode != "zeros" or isinstance(mod.padding, str) \
-                    or mod.padding[0] != 0:
-                # the schema's one pad applies to both axes, so a padded 1 x L map would grow rows
-                raise CaptureError(None, qname, "Conv1d with padding, dilation or a non-zero "
-                                   "padding mode: a Conv1d is a conv over a 1 x L map, and the "
-                                   "workload schema's single pad would also pad that map's one row")
-            tensor_src = src
-            op = {"name": qname, "op": "conv", "in": tensor_src, "out": out_name,
-                  "c_out": mod.out_channels, "kernel": [1, mod.kernel_size[0]],
-                  "stride": mod.stride[0], "pad": 0, "groups": mod.groups,
-                  "bias": mod.bias is not None}
+            op = {"name": qname, "op": "conv", "in": src, "out": out_name,
+                  **_conv_fields(mod, qname, nn)}
             tail = y
             relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
             if relu is not None:
                 op["relu"] = True
                 tail = relu
             produced.append((tail, out_name))
-        elif isinstance(mod, nn.Conv2d):
-            if mod.dilation != (1, 1) or mod.padding_mode != "zeros" or isinstance(mod.padding, str):
-                raise CaptureError(None, qname, "dilated, non-zero-padded or padding='same' convs "
-                                   "are not supported by the workload schema")
-            if mod.stride[0] != mod.stride[1] or mod.padding[0] != mod.padding[1]:
-                raise CaptureError(None, qname, f"kernel {tuple(mod.kernel_size)} with stride "
-                                   f"{tuple(mod.stride)}, padding {tuple(mod.padding)}: the workload "
-                                   "schema has one stride and one pad for both axes, so per-axis "
-                                   "values (as a non-square kernel's 'same' padding needs) cannot "
-                                   "be written; non-square kernels with equal padding are fine")
-            r, s = mod.kernel_size
-            op = {"name": qname, "op": "conv", "in": src, "out": out_name, "c_out": mod.out_channels,
-                  "kernel": r if r == s else [r, s], "stride": mod.stride[0], "pad": mod.padding[0],
-                  "groups": mod.groups, "bias": mod.bias is not None}
+        elif isinstance(mod, (nn.Conv2d, nn.ConvTranspose2d)):
+            op = {"name": qname, "op": "conv", "in": src, "out": out_name,
+                  **_conv_fields(mod, qname, nn)}
             tail = y
             bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
             if bn is not None:
@@ -399,13 +413,9 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
             tensor[node] = "x"
         elif node.op == "output":
             continue
-        elif k is nn.Conv2d:
-            m = mods[node.target]
-            r, s = m.kernel_size
+        elif k in (nn.Conv2d, nn.ConvTranspose2d):
             new({"name": node.target, "op": "conv", "in": src(node.args[0], where),
-                 "c_out": m.out_channels, "kernel": r if r == s else [r, s],
-                 "stride": m.stride[0], "pad": m.padding[0],
-                 "groups": m.groups, "bias": m.bias is not None}, node)
+                 **_conv_fields(mods[node.target], node.target, nn)}, node)
         elif k is nn.Linear:
             m = mods[node.target]
             new({"name": node.target, "op": "fc", "in": src(node.args[0], where),
@@ -473,7 +483,7 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
     except PrunesimError as e:
         raise CaptureError(e.file, e.field, f"derived workload is invalid: {e.message}") from None
     geo = lambda l: (l.name, l.op, l.c_in, l.c_out, l.h, l.w, l.p, l.q, l.r, l.s, l.stride,  # noqa: E731
-                     l.pad, l.groups)
+                     l.pad, l.groups, l.transposed)
     if [geo(l) for l in wl.layers] != [geo(l) for l in hooked.layers]:
         bad = next((a[0] for a, b in zip(map(geo, wl.layers), map(geo, hooked.layers)) if a != b),
                    "layer count")

@@ -67,9 +67,18 @@ def unsupported_reason(hw, layer, method_result, phase: str) -> str | None:
 
     Engines that find a limit while running raise `Unsupported` themselves (the patch engine); this
     holds the limits of engines that signal them otherwise: the CPU engine has Ye et al.'s sparse
-    path for ungrouped convs only (sim/engines/cpu.py raises a bare ValueError there).
+    path for ungrouped convs only (sim/engines/cpu.py raises a bare ValueError there), and
+    transposed convs run on the tensor-core engine only, with a dense WGC.
     """
     mr = method_result
+    if getattr(layer, "transposed", False):
+        if hw.kind != "gpu":
+            return (f"layer {layer.name}: transposed conv on {hw.name}: the {hw.kind} engine models "
+                    "conv kernels only (its per-sample im2col/Caffe path has no deconv)")
+        if mr is not None and phase == "wgc" and phase in getattr(mr, "phases", ()):
+            # its AGBP is an implicit GEMM with dO as A, like a conv's; its WGC is not
+            return (f"layer {layer.name}: {mr.method} on a transposed conv: a sparse WGC is "
+                    "modeled for convs only (a deconv's WGC takes dO as its im2col operand)")
     if mr is None or layer is None or phase not in getattr(mr, "phases", ()):
         return None
     if hw.kind == "cpu" and layer.op == "conv" and layer.groups > 1 and mr.structure == "csr" \

@@ -101,7 +101,7 @@ def access_stream(layer, n: int, positions: np.ndarray, geo: dict, conc: int):
     kind: 0 dO read, 1 input gather, 2 dW atomic.
     """
     c_out, c_in, h, w = layer.c_out, layer.c_in, layer.h, layer.w
-    q, r, s, st, pad = layer.q, layer.r, layer.s, layer.stride, layer.pad
+    q, r, s, st = layer.q, layer.r, layer.s, layer.stride
     k = positions.shape[2]
     g = geo["samples_per_block"]
     nn, cc, tt = np.meshgrid(np.arange(n), np.arange(c_out), np.arange(k), indexing="ij")
@@ -110,8 +110,8 @@ def access_stream(layer, n: int, positions: np.ndarray, geo: dict, conc: int):
     block = (nn // g) * c_out + cc
     # input gathers, one per in-bounds (r, s)
     rr, ss = np.divmod(np.arange(r * s), s)
-    hh = (pos // q)[:, None] * st - pad + rr[None, :]
-    ww = (pos % q)[:, None] * st - pad + ss[None, :]
+    hh = (pos // q)[:, None] * st - layer.pad_h + rr[None, :]
+    ww = (pos % q)[:, None] * st - layer.pad_w + ss[None, :]
     ok = (hh >= 0) & (hh < h) & (ww >= 0) & (ww < w)
     rep = np.broadcast_to(np.arange(r * s), hh.shape)
     g_row = (nn[:, None] * (h * w) + hh * w + ww)[ok]

@@ -89,7 +89,9 @@ def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: i
     act = batch * ((sum(el[t] for t in kept) + extra) * activation_bytes + index_elems * INDEX_BYTES)
     trans = max(batch * (el[l.in_tensor] + el[l.out_tensor]) * activation_bytes
                 for l in workload.layers)
-    ws = max(batch * l.p * l.q * l.c_in * l.r * l.s * activation_bytes for l in workload.layers)
+    # im2col buffer; a deconv's is its scatter GEMM's product, C_out*R*S per input pixel
+    ws = max(batch * (l.h * l.w * l.c_out if l.transposed else l.p * l.q * l.c_in) * l.r * l.s
+             * activation_bytes for l in workload.layers)
     params = workload.params()
     return Footprint(batch, act, trans, ws, params * PARAM_BYTES, params * PARAM_BYTES,
                      params * PARAM_BYTES, int(reserved))

@@ -205,7 +205,10 @@ def authors_macs(workload: Workload, batch: int) -> int:
             tot += 3 * l.c_out * l.c_in * batch
         else:
             crs_k = l.c_in // l.groups * l.r * l.s * l.c_out
-            tot += batch * (2 * crs_k * l.p * l.q + (l.h + 2 * l.pad) * (l.w + 2 * l.pad) * crs_k)
+            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
+            pix = l.h * l.w if l.transposed else l.p * l.q
+            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
+            tot += batch * (2 * crs_k * pix + (ih + 2 * l.pad_h) * (iw + 2 * l.pad_w) * crs_k)
     return tot
 
 
