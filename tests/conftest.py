@@ -10,9 +10,19 @@ by (iteration, layer, kind); `trace_factory` writes a new trace with other optio
 """
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
+
+# Hypothesis keeps a cache (constants, examples) under ./.hypothesis by default; tests write only
+# inside temporary directories, so point it at one (unless the user chose a directory).
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+    _hypothesis_dir = tempfile.mkdtemp(prefix="prunesim-hypothesis-")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir
+    atexit.register(shutil.rmtree, _hypothesis_dir, True)
 
 import numpy as np
 import pytest
