@@ -396,10 +396,10 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
     A method sim.system does not model (its time would be dense's) is left out and named in the
     `left_out` field of every run."""
     from sim.methods import parse_method
-    from sim.replay import DEFAULT_GPUS, system_level_available, trace_training_defaults
+    from sim.replay import (DEFAULT_GPUS, system_level_available, trace_training_defaults,
+                            training_values)
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
-                                       lasso_trajectory, simulate_run)
+    from sim.system.prunetrain import lasso_trajectory, simulate_run
     from sim.workload import load_workload
     d: dict = {}
     if trace is not None:
@@ -410,10 +410,8 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
         w = load_workload(workload)
     cl = load_cluster(cluster)
     cl = cl.with_devices(gpus or min(DEFAULT_GPUS, cl.devices))
-    ds = d.get("dataset") or w.dataset or ""
-    epochs = epochs or d.get("epochs") or DEFAULT_EPOCHS.get(ds)
-    batch = d.get("batch") or DEFAULT_BATCH.get(ds)
-    samples = samples or d.get("samples") or DATASET_SAMPLES.get(ds)
+    v = training_values(d, w.dataset, epochs=epochs, samples=samples)
+    ds, epochs, batch, samples = v["dataset"], v["epochs"], v["batch"], v["samples"]
     if epochs is None or batch is None or samples is None:
         raise ConfigError(w.origin, "dataset", f"no default epochs/batch/training-set size for "
                           f"dataset {ds!r} (give --epochs; a stored trace's provenance has them)")

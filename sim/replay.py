@@ -351,6 +351,19 @@ def trace_training_defaults(trace: Trace) -> dict:
             "epochs": tr.get("epochs"), "batch": trace.batch}
 
 
+def training_values(defaults: dict, dataset: str | None, *, epochs: int | None = None,
+                    batch: int | None = None, samples: int | None = None) -> dict:
+    """Epochs, per-device batch and training-set size of a training-level estimate, each from the
+    argument, else what a trace recorded (trace_training_defaults), else the dataset's default;
+    None where none of them says. `dataset` is the name to look defaults up under."""
+    from sim.system.prunetrain import DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS
+    ds = defaults.get("dataset") or dataset or ""
+    return {"dataset": ds,
+            "epochs": epochs or defaults.get("epochs") or DEFAULT_EPOCHS.get(ds),
+            "batch": batch or defaults.get("batch") or DEFAULT_BATCH.get(ds),
+            "samples": samples or defaults.get("samples") or DATASET_SAMPLES.get(ds)}
+
+
 def system_level_available(run) -> bool:
     """False when sim.system does not model the method's compute effect (it says so in a note):
     its time would be dense's, so no ratio is reported for it."""
@@ -361,10 +374,9 @@ def training_setup(trace: Trace, cluster, gpus: int | None = None, epochs: int |
                    samples: int | None = None) -> tuple:
     """(cluster cut to its devices, epochs, training-set size) of a training-level estimate: the
     arguments, else the trace's provenance, else the dataset's defaults. Checked before any work."""
-    from sim.system.prunetrain import DATASET_SAMPLES, DEFAULT_EPOCHS
     d = trace_training_defaults(trace)
-    epochs = epochs or d["epochs"] or DEFAULT_EPOCHS.get(d["dataset"] or "")
-    samples = samples or d["samples"] or DATASET_SAMPLES.get(d["dataset"] or "")
+    v = training_values(d, None, epochs=epochs, samples=samples)
+    epochs, samples = v["epochs"], v["samples"]
     for opt, v in (("--epochs", epochs), ("--train-samples", samples)):
         if v is None:
             raise ConfigError(trace.path, opt, f"the trace (dataset {d['dataset']!r}) does not "

@@ -192,6 +192,16 @@ def _warn_dropped(model, kept: set, nn) -> list[str]:
     return dropped
 
 
+def _workload_doc(model, name: str, description: str | None, by: str, source: str, chw, ops: list,
+                  dataset: str | None) -> dict[str, Any]:
+    """The workload document of a derived network (workload_from_model, write_workload_yaml)."""
+    c, h, w = chw
+    return {"schema": 1, "name": name,
+            "description": description or f"derived from {type(model).__name__} by prunesim {by}",
+            "source": source, **({"dataset": dataset} if dataset else {}),
+            "input": {"channels": int(c), "height": int(h), "width": int(w)}, "layers": ops}
+
+
 def workload_from_model(model, example_input, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
     """Derive a validated Workload from any ``nn.Module`` by forward hooks on its GEMM modules.
@@ -318,14 +328,8 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
             produced.append((tail, out_name))
         ops.append(op)
     _warn_dropped(model, {id(c["mod"]) for c in calls} | folded, nn)
-    doc: dict[str, Any] = {"schema": 1, "name": name,
-                           "description": description or f"derived from {type(model).__name__} "
-                                                         "by prunesim workload_from_model",
-                           "source": "sim.capture.torchnet.workload_from_model",
-                           "input": {"channels": int(c), "height": int(h), "width": int(w)},
-                           "layers": ops}
-    if dataset:
-        doc["dataset"] = dataset
+    doc = _workload_doc(model, name, description, "workload_from_model",
+                        "sim.capture.torchnet.workload_from_model", (c, h, w), ops, dataset)
     if declared:
         doc["tensors"] = declared
     try:
@@ -471,13 +475,9 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
             raise CaptureError(None, where, f"{node.op} {k!r} cannot be expressed in the workload "
                                "schema (conv, fc, pool, add, bn, relu, flatten, dropout)")
     n, c, h, w = example_input.shape
-    doc: dict[str, Any] = {"schema": 1, "name": name,
-                           "description": description or f"derived from {type(model).__name__} "
-                                                         "by prunesim write_workload_yaml",
-                           "source": "sim.capture.torchnet.write_workload_yaml (torch.fx trace)",
-                           **({"dataset": dataset} if dataset else {}),
-                           "input": {"channels": int(c), "height": int(h), "width": int(w)},
-                           "layers": ops}
+    doc = _workload_doc(model, name, description, "write_workload_yaml",
+                        "sim.capture.torchnet.write_workload_yaml (torch.fx trace)", (c, h, w), ops,
+                        dataset)
     try:
         wl = workload_from_dict(doc, origin=str(path))
     except PrunesimError as e:

@@ -60,8 +60,7 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
 def build_runs(args):
     from sim.methods import parse_combination, parse_method, refuse_unused
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import (DATASET_SAMPLES, DEFAULT_BATCH, DEFAULT_EPOCHS,
-                                       lasso_trajectory, load_trajectory, parametric_trajectory,
+    from sim.system.prunetrain import (lasso_trajectory, load_trajectory, parametric_trajectory,
                                        parse_model_spec, simulate_run)
     from sim.workload import load_workload
     w, d = _workload_and_defaults(args.workload)
@@ -80,10 +79,10 @@ def build_runs(args):
     # on the remaining channels (simulate_run with the narrowed widths and that method)
     pt = next((sp for sp in specs if sp.id == "prunetrain"), None)
     spec = next((sp for sp in specs if sp.id != "prunetrain"), pt)
-    ds = d.get("dataset") or w.dataset or ""
-    epochs = args.epochs or d.get("epochs") or DEFAULT_EPOCHS.get(ds)
-    batch = args.batch or d.get("batch") or DEFAULT_BATCH.get(ds)
-    samples = getattr(args, "train_samples", None) or d.get("samples") or DATASET_SAMPLES.get(ds)
+    from sim.replay import training_values
+    v = training_values(d, w.dataset, epochs=args.epochs, batch=args.batch,
+                        samples=getattr(args, "train_samples", None))
+    ds, epochs, batch, samples = v["dataset"], v["epochs"], v["batch"], v["samples"]
     for opt, v in (("--epochs", epochs), ("--batch", batch), ("--train-samples", samples)):
         if v is None:
             raise ConfigError(w.origin, "dataset", f"no default for dataset {ds!r}: give {opt}"

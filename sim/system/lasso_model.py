@@ -266,7 +266,7 @@ def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
                      fit: Fit | None = None):
     """Channel widths from each reconfiguration epoch on, from the fitted model."""
-    from sim.system.prunetrain import Trajectory
+    from sim.system.prunetrain import Trajectory, layer_widths
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
@@ -277,11 +277,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         for s in plain + res:
             k = float(fit.keep(rho, u[e - 1], s in res))
             width[s] = max(1, round(chans[s] * k))
-        ws = []
-        for l in workload.layers:
-            cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
-            ws.append((l.name, cin, width[l.out_space]))
-        pts.append((e, tuple(ws)))
+        pts.append((e, layer_widths(workload, chans, width)))
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
                                   f"interval={interval}, clock beta={fit.beta:g} reaches "
                                   f"{u[-1]:.3g}; {sched.source})")

@@ -80,13 +80,19 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
         for s, c in chans.items():
             k = residual_keep if s in residual else keep
             width[s] = c if s in fixed else max(1, round(c * (k + (1 - k) * math.exp(-e / tau))))
-        ws = []
-        for l in workload.layers:
-            cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
-            ws.append((l.name, cin, width[l.out_space]))
-        pts.append((e, tuple(ws)))
+        pts.append((e, layer_widths(workload, chans, width)))
     return Trajectory(tuple(pts), f"parametric model (keep={keep}, residual_keep={residual_keep}, "
                                   f"tau_frac={tau_frac}, interval={interval})")
+
+
+def layer_widths(workload: Workload, chans: dict, width: dict) -> tuple:
+    """(layer, c_in, c_out) of every layer once its channel spaces keep `width` of `chans` channels
+    (an FC layer's inputs are the flattened positions of its input space's channels)."""
+    ws = []
+    for l in workload.layers:
+        cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
+        ws.append((l.name, cin, width[l.out_space]))
+    return tuple(ws)
 
 
 def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,

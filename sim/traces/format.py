@@ -345,13 +345,18 @@ class Trace:
     def stream(self, kind: str = "dO", iteration: int | None = None,
                verify: bool = True) -> Iterator[tuple[TensorRecord, np.ndarray]]:
         """Yield (record, memmap) layer by layer in network order; one tensor mapped at a time."""
+        for r in self.ordered_records(kind, iteration):
+            yield r, self.load(r, verify=verify)
+
+    def ordered_records(self, kind: str = "dO", iteration: int | None = None) -> list[TensorRecord]:
+        """The records of one tensor kind (at one iteration, or all) in (iteration, network) order;
+        an iteration the trace does not hold is an error."""
         order = {l.name: i for i, l in enumerate(self.workload.layers)}
         recs = [r for r in self.records if r.kind == kind and (iteration is None or r.iteration == iteration)]
         if iteration is not None and not recs:
             raise TraceError(self.path / MANIFEST, "iterations",
                              f"no {kind} tensors at iteration {iteration} (have {self.iterations})")
-        for r in sorted(recs, key=lambda r: (r.iteration, order[r.layer])):
-            yield r, self.load(r, verify=verify)
+        return sorted(recs, key=lambda r: (r.iteration, order[r.layer]))
 
 
 def load_npy(f: Path, mmap: bool = True) -> np.ndarray:
@@ -644,11 +649,6 @@ def stream_checked(trace: Trace, kind: str = "dO", iteration: int | None = None
                    ) -> Iterator[tuple[TensorRecord, np.ndarray, dict]]:
     """(record, array, layer_stats) layer by layer in network order, each tensor read once
     (read_tensor: checksum, header, finiteness and statistics from one read)."""
-    order = {l.name: i for i, l in enumerate(trace.workload.layers)}
-    recs = [r for r in trace.records if r.kind == kind and (iteration is None or r.iteration == iteration)]
-    if iteration is not None and not recs:
-        raise TraceError(trace.path / MANIFEST, "iterations",
-                         f"no {kind} tensors at iteration {iteration} (have {trace.iterations})")
-    for r in sorted(recs, key=lambda r: (r.iteration, order[r.layer])):
+    for r in trace.ordered_records(kind, iteration):
         arr, st = read_tensor(trace.path, r, stats=True)
         yield r, arr, st
