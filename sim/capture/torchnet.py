@@ -294,19 +294,11 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
                                    "N x features inputs are supported")
             declared[src] = [int(v) for v in shp]
         out_name = f"out{i}"
-        if isinstance(mod, nn.Conv1d):
+        if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d)):
             op = {"name": qname, "op": "conv", "in": src, "out": out_name,
                   **_conv_fields(mod, qname, nn)}
             tail = y
-            relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
-            if relu is not None:
-                op["relu"] = True
-                tail = relu
-            produced.append((tail, out_name))
-        elif isinstance(mod, (nn.Conv2d, nn.ConvTranspose2d)):
-            op = {"name": qname, "op": "conv", "in": src, "out": out_name,
-                  **_conv_fields(mod, qname, nn)}
-            tail = y
+            # only BatchNorm2d modules are followed, and none can take a Conv1d's 3-D output
             bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
             if bn is not None:
                 op["bn"] = True
