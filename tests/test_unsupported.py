@@ -164,3 +164,13 @@ def test_empty_gemm_has_no_division_by_zero(m, n, k):
         assert r.bytes["dram"] == m * n * 2 and r.seconds > 0
     else:
         assert r.seconds == 0
+
+
+def test_cpu_layer_command_on_a_grouped_conv_is_one_line(capsys):
+    # the CPU engine itself refuses its CSR path on a grouped conv (it used to raise a bare
+    # ValueError, a traceback through `prunesim layer`, which bypasses replay's pre-check)
+    from sim.cli import main
+    rc = main(["layer", "--hw", "xeon-e5-2680v4", "--workload", TINY, "--method", "dbtd:p=0.99",
+               "--batch", "4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "groups=16" in err[0] and "b1.dw" in err[0]

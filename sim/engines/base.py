@@ -66,9 +66,10 @@ def unsupported_reason(hw, layer, method_result, phase: str) -> str | None:
     """Why an engine cannot model this phase, for limits known before it runs; None if it can.
 
     Engines that find a limit while running raise `Unsupported` themselves (the patch engine); this
-    holds the limits of engines that signal them otherwise: the CPU engine has Ye et al.'s sparse
-    path for ungrouped convs only (sim/engines/cpu.py raises a bare ValueError there), and
-    transposed convs run on the tensor-core engine only, with a dense WGC.
+    holds the limits known from the layer and method alone, so a replay or sweep can record "not
+    run" before any engine work: the CPU engine has Ye et al.'s sparse path for ungrouped convs only
+    and no deconv (sim/engines/cpu.py raises `Unsupported` for both too, for callers that go to it
+    directly), and transposed convs run on the tensor-core engine only, with a dense WGC.
     """
     mr = method_result
     if getattr(layer, "transposed", False):

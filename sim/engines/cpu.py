@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.engines import cache as cs
+from sim.engines.base import Unsupported
 from sim.engines import reuse as rs
 from sim.engines.base import KernelResult
 from sim.errors import ConfigError
@@ -665,7 +666,16 @@ def simulate_layer_phase(layer: Layer, batch: int, phase: str, method_result, hw
         note = f"structure {method_result.structure!r} has no CPU kernel here: modeled dense"
     if layer.op == "fc":
         return _fc_phase(cpu, layer, batch, phase, method_result if sparse else None, seed, note)
+    if getattr(layer, "transposed", False):
+        raise Unsupported(None, phase, f"layer {layer.name}: transposed conv on {hw.name}: the cpu "
+                          "engine models conv kernels only (its per-sample im2col/Caffe path has no "
+                          "deconv)")
     g = layer.groups
+    if sparse and g > 1:
+        # checked before the CSR's mask is built: nothing is computed for a path that is not there
+        raise Unsupported(None, phase, f"layer {layer.name}: {method_result.method} on {hw.name}: "
+                          f"the CPU engine's sparse (CSR) path models ungrouped convs only "
+                          f"(groups={g})")
     cin, cout = layer.c_in // g, layer.c_out // g
     rs, pq, hw_in = layer.r * layer.s, layer.p * layer.q, layer.h * layer.w
     crs = cin * rs
@@ -707,8 +717,6 @@ def simulate_layer_phase(layer: Layer, batch: int, phase: str, method_result, hw
     mask = _mask_from_result(method_result, n_rec * layer.c_out, pq)          # (n*C_out, PQ)
     scale = batch / n_rec
     nnz_total = int(mask.sum())
-    if g > 1:
-        raise ValueError(f"layer {name}: grouped convolution has no sparse CPU path here")
     sparse_flops = int(2 * nnz_total * crs * scale)
     if phase == "wgc":
         mean_nnz = nnz_total / n_rec
