@@ -59,7 +59,9 @@ _QTY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s
 
 @dataclass(frozen=True)
 class Field:
-    """What a hwconfig parameter must be: a dimension (see UNITS), or 'count', 'text', 'list'."""
+    """A hwconfig parameter, declared once: its dimension (see UNITS, or 'count', 'text',
+    'list'), what it means, its bounds, and `attr`, the attribute of the engine's spec dataclass
+    its SI value (default `default` when absent) is passed to by keyword (spec_values)."""
 
     dimension: str
     doc: str
@@ -67,6 +69,8 @@ class Field:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    attr: str | None = None
+    default: Any = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,22 @@ def _physical(dimension: str, v: Any, raw: Any, file: str, fld: str) -> None:
         if v > hi:
             raise ConfigError(file, fld, f"{raw!r} is above {shown}, the physical range of a "
                               f"{dimension} (sim/limits.py)")
+
+
+def spec_values(hw: "HwConfig", fields: dict[str, Field]) -> dict[str, Any]:
+    """{attr: SI value} of every declared field with an `attr`: what an engine's spec dataclass is
+    built from by keyword (counts as int, quantities as float, text and lists as they are)."""
+    out: dict[str, Any] = {}
+    for name, f in fields.items():
+        if f.attr is None:
+            continue
+        v = hw.value(name, f.default)
+        if v is not None and f.dimension == "count":
+            v = int(v)
+        elif v is not None and f.dimension not in ("text", "list"):
+            v = float(v)
+        out[f.attr] = v
+    return out
 
 
 def fields_for(kind: str) -> dict[str, Field]:

@@ -1,22 +1,33 @@
-"""The engine interface: KernelResult, the record every engine returns for one kernel.
+"""The engine interface: a PhaseJob in, KernelResults out, and the registry of engine families.
 
-Every engine module exposes
-    HW_FIELDS: dict[str, sim.hwconfig.Field]            the parameters its hwconfigs take
-    simulate_phase(gemm, method_result, hw, *, layer=None, batch=None, seed=0,
-                   charge_method=None) -> list[KernelResult]
-        one layer phase: the GEMM itself plus the kernels the method adds (prune, compress,
-        transposes, ...), each a KernelResult; method_result None means dense. The method's own
-        work is charged once, on the first phase it names, unless charge_method says otherwise.
-        layer/batch let an engine model per-sample kernels (Caffe's CPU path).
-    gemm_command(args, hw) / layer_command(args, hw)      the `prunesim gemm` / `layer` back-ends
-All times are seconds; cycles are in the engine's own clock (named in `clock_hz`).
+An engine is built from one hwconfig (`engine_for(hw)`) and answers two questions about a
+`PhaseJob` (one layer phase: its lowered GEMM, the method's result on the layer's dO, whether the
+method's own work is charged here):
+
+    supports(job) -> str | None       why it cannot model the job (known before any work), or None
+    simulate(job) -> list[KernelResult]
+        the GEMM plus the kernels around it (the method's passes, transposes, col2im ...), each a
+        KernelResult with a `category`; raises `Unsupported` for a limit found while running.
+
+Engines never decide where a method's work is charged (the driver does: `job.charge_method`), never
+synthesize gradients and never open traces. All times are seconds; cycles are in the engine's own
+clock (named in `clock_hz`).
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from sim.errors import PrunesimError
+
+# what a kernel's time is spent on; replaces telling kernels apart by their names
+CATEGORIES = (
+    "math",             # the GEMM / SpMM / patch kernel a phase exists for
+    "memory",           # data movement the phase needs: im2col, col2im, transposes, CSR build
+    "method-overhead",  # the method's own passes (thresholds, selection, compression)
+    "generate",         # a method's generated result (random dW)
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,7 @@ class KernelResult:
     breakdown: dict[str, float]  # seconds by cause; sums to `seconds`
     bytes: dict[str, int] = field(default_factory=dict)   # per memory level, e.g. {"dram": .., "l2": ..}
     details: dict[str, Any] = field(default_factory=dict)  # tile chosen, waves, confidence interval ...
+    category: str = "math"       # one of CATEGORIES
 
     @property
     def seconds(self) -> float:
@@ -47,7 +59,8 @@ class KernelResult:
         return {"engine": self.engine, "hw": self.hw, "layer": self.layer, "phase": self.phase,
                 "kernel": self.kernel, "cycles": self.cycles, "seconds": self.seconds,
                 "clock_hz": self.clock_hz, "flops": self.flops, "tflops": self.tflops,
-                "breakdown": self.breakdown, "bytes": self.bytes, "details": self.details}
+                "category": self.category, "breakdown": self.breakdown, "bytes": self.bytes,
+                "details": self.details}
 
 
 def total_seconds(results: list[KernelResult]) -> float:
@@ -106,3 +119,70 @@ def fallback_of(kernels) -> str | None:
         if why:
             return str(why)
     return None
+
+
+@dataclass(frozen=True)
+class PhaseJob:
+    """One layer phase for an engine: the lowered GEMM, the layer's geometry, the method's result.
+
+    method: the method's MethodResult on this layer's dO with its work scaled to `batch`, or None
+    (dense). charge_method: the driver's decision that the method's own passes are timed in this
+    phase (once per layer, on the first phase the method names). dtype None: the engine's default.
+    """
+
+    layer: Any                   # sim.workload.Layer
+    phase: str                   # fwd | agbp | wgc
+    gemm: Any                    # sim.workload.Gemm of this phase
+    batch: int
+    method: Any = None           # sim.methods.base.MethodResult | None
+    charge_method: bool = False
+    dtype: str | None = None
+    threads: int = 1             # CPU engines: threads of the kernels
+    seed: int = 0
+
+
+class Engine(Protocol):
+    """What the driver needs of an engine family (see the module docstring)."""
+
+    kind: ClassVar[str]          # the hwconfig `kind` it reads
+    hw: Any                      # sim.hwconfig.HwConfig
+
+    def supports(self, job: PhaseJob) -> str | None: ...
+
+    def simulate(self, job: PhaseJob) -> list[KernelResult]: ...
+
+
+# hwconfig kind -> "module:Class" of its engine; the one place an engine family is registered
+ENGINES: dict[str, str] = {
+    "gpu": "sim.engines.base:_ModuleEngine",
+    "cpu": "sim.engines.base:_ModuleEngine",
+}
+_LEGACY = {"gpu": "sim.engines.tensorcore", "cpu": "sim.engines.cpu"}
+
+
+def engine_for(hw) -> Engine:
+    """The engine of a loaded hwconfig (its `kind` picks the family)."""
+    mod, _, cls = ENGINES[hw.kind].partition(":")
+    return getattr(importlib.import_module(mod), cls)(hw)
+
+
+class _ModuleEngine:
+    """Transitional adapter over the pre-interface engine modules (removed once the engine
+    families implement Engine themselves)."""
+
+    def __init__(self, hw):
+        self.hw = hw
+        self.kind = hw.kind
+        self.module = importlib.import_module(_LEGACY[hw.kind])
+
+    def supports(self, job: PhaseJob) -> str | None:
+        return unsupported_reason(self.hw, job.layer, job.method, job.phase)
+
+    def simulate(self, job: PhaseJob) -> list[KernelResult]:
+        kw = {"dtype": job.dtype} if self.kind == "gpu" and job.dtype else {}
+        if self.kind == "cpu":
+            kw["threads"] = job.threads
+        return self.module.simulate_phase(job.gemm, job.method, self.hw, layer=job.layer,
+                                          batch=job.batch, seed=job.seed,
+                                          charge_method=job.charge_method if job.method else None,
+                                          **kw)
