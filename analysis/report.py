@@ -36,7 +36,7 @@ def applies(method_id: str, hw) -> str | None:
 
 def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print) -> dict:
     from analysis import plots
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     from sim.hwconfig import load_hwconfig
     from sim.replay import Totals, engines_for, parse_methods, replay_layers
     from sim.traces.format import open_trace

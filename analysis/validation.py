@@ -746,7 +746,7 @@ def markdown(rows: list[Row], command: str, seconds: float, quick: bool) -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     shown = [r for r in rows if r.status != "input"]
     print(format_table(["sec", "what", "published", "modeled", "error", "produced by"],
                        [[r.section, r.what[:78], _fmt(r.published, r.unit)[:24],

@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_workload_list(args) -> int:
     from sim.workload import load_workload, zoo_names
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     rows = []
     for name in zoo_names():
         w = load_workload(name)
@@ -411,7 +411,7 @@ def cmd_workload_list(args) -> int:
 def cmd_workload_show(args) -> int:
     import json
 
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     from sim.workload import lower, load_workload
     w = load_workload(args.name)
     b = args.batch

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from analysis.tables import SPEEDUP_RULE, StreamTable, format_table, performance_table
+from sim.results.tables import SPEEDUP_RULE, StreamTable, format_table, performance_table
 from sim import __version__
 from sim.errors import ConfigError
 from sim.engines.base import Unsupported, fallback_of, unsupported_reason

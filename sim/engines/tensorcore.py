@@ -834,7 +834,7 @@ def layer_command(args, hw: HwConfig) -> int:
         return 0
     for m_ in msgs:
         print(f"warning: {m_}")
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     for run in runs:
         print(f"{hw.name}: {wl.name} batch {batch} {dtype}, method {run['method']}: "
               f"{run['seconds'] * 1e3:.3f} ms")

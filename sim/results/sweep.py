@@ -547,7 +547,7 @@ def cmd_sweep(args) -> int:
     if args.json:
         print(json.dumps(res.as_dict(), indent=1))
         return 0
-    from analysis.tables import SPEEDUP_RULE, performance_table
+    from sim.results.tables import SPEEDUP_RULE, performance_table
     from sim.replay import summary_lines
     with ResultStore(args.db, create=False) as st:
         wanted = set(res.keys or ())

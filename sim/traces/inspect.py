@@ -113,7 +113,7 @@ def _iteration_span(items: list[int]) -> str:
 
 
 def cmd_info(args) -> int:
-    from analysis.tables import format_table
+    from sim.results.tables import format_table
     trace = open_trace(args.trace)
     records = ordered_records(trace, getattr(args, "iteration", None))  # raises before any output
     recs_stats = stream_stats(trace, records)
