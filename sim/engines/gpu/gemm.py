@@ -209,7 +209,8 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     mem_lat = hit * s.l2_lat + (1.0 - hit) * s.dram_lat
     rate = s.fma_rate(g.dtype)
     fma_tile = bm * bn * bk * f.math_keep
-    smem_tile = f.warps * (wm * bk * f.a_eb + bk * wn * eb) + (f.a_tile + f.b_tile)  # + cp.async fills
+    # fragment reads of every warp + the cp.async fills
+    smem_tile = f.warps * (wm * bk * f.a_eb + bk * wn * eb) + (f.a_tile + f.b_tile)
 
     def wave(active: int, resident: int):
         load_bw = s.l2_bpc / active

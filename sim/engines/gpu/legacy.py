@@ -1,5 +1,5 @@
-"""Pre-#19 GPU entry points, kept until the driver lands: MOVED to the driver / sim.methods.synthetic
-by #19; this whole file is deleted at merge.
+"""Pre-#19 GPU entry points kept until the driver lands (moved to the driver / sim.methods.synthetic
+by #19; this whole file is deleted at merge).
 
 The network loop (simulate_layer / simulate_workload), synthetic gradients (method_result_for,
 nominal_nm_result), the old `simulate_phase(gemm, mr, hw, ...)` signature and the `prunesim gemm |

@@ -10,8 +10,8 @@ from sim.hwconfig import Field
 
 HW_FIELDS: dict[str, Field] = {
     "sm_count": Field("count", "streaming multiprocessors", minimum=1, attr="sm"),
-    "clock": Field("frequency", "clock at which the tensor cores reach peak math (boost)", minimum=1e6,
-                   attr="clock"),
+    "clock": Field("frequency", "clock at which the tensor cores reach peak math (boost)",
+                   minimum=1e6, attr="clock"),
     "cuda_core_clock": Field("frequency", "clock for CUDA-core FP32 peak, if it differs from clock",
                              required=False, minimum=1e6, attr="cuda_clock"),
     "tc_fma_per_clk_fp16": Field("ops_per_cycle", "dense FP16 tensor-core FMA per clock per SM "
@@ -41,14 +41,16 @@ HW_FIELDS: dict[str, Field] = {
                           attr="l2_bpc"),
     # per-instruction latencies are genuinely cycle counts of the SM clock: kept in cycles
     "l2_latency": Field("cycles", "L2 hit latency", minimum=0, attr="l2_lat"),
-    "smem_per_sm": Field("size", "largest shared-memory carve-out per SM", minimum=1024, attr="smem"),
+    "smem_per_sm": Field("size", "largest shared-memory carve-out per SM", minimum=1024,
+                         attr="smem"),
     "smem_bandwidth": Field("bytes_per_cycle", "shared-memory bandwidth per SM", minimum=1,
                             attr="smem_bpc"),
     "registers_per_sm": Field("count", "32-bit registers per SM", minimum=1024, attr="regs"),
     "max_registers_per_thread": Field("count", "registers one thread may use", minimum=16,
                                       attr="max_regs"),
     "max_threads_per_sm": Field("count", "resident threads per SM", minimum=32, attr="max_threads"),
-    "max_blocks_per_sm": Field("count", "resident thread blocks per SM", minimum=1, attr="max_blocks"),
+    "max_blocks_per_sm": Field("count", "resident thread blocks per SM", minimum=1,
+                               attr="max_blocks"),
     "max_pipeline_stages": Field("count", "shared-memory stages a GEMM main loop can keep in "
                                  "flight (2 without asynchronous copies)", minimum=2,
                                  attr="max_stages"),

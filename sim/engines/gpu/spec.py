@@ -118,7 +118,8 @@ def gpu_spec(hw: HwConfig) -> GpuSpec:
     if s is not None:
         return s
     if hw.kind != "gpu":
-        raise ConfigError(hw.path, "kind", f"the tensor-core engine needs a gpu config, not {hw.kind!r}")
+        raise ConfigError(hw.path, "kind",
+                          f"the tensor-core engine needs a gpu config, not {hw.kind!r}")
     v = spec_values(hw, HW_FIELDS)
     v["sparse"] = _check_patterns(hw, "sparse_patterns")
     v["sparse_tf32"] = _check_patterns(hw, "sparse_patterns_tf32")
@@ -126,7 +127,8 @@ def gpu_spec(hw: HwConfig) -> GpuSpec:
     s = GpuSpec(
         name=hw.name, path=hw.path, **v,
         cuda_ratio=(v["cuda_clock"] or clock) / clock,
-        tc_rate=tuple((d, v[f"tc_{d}"]) for d in ("fp16", "bf16", "tf32") if v[f"tc_{d}"] is not None),
+        tc_rate=tuple((d, v[f"tc_{d}"]) for d in ("fp16", "bf16", "tf32")
+                      if v[f"tc_{d}"] is not None),
         dram_bpc=v["hbm_bandwidth"] / clock, dram_lat=_cycles(v["dram_latency"], clock),
         launch=v["launch_overhead"] * clock)
     _SPECS[key] = s

@@ -1,4 +1,4 @@
-"""Streaming kernels on the GPU: launch + max(bytes / DRAM bandwidth, ops / CUDA-core rate) + latency.
+"""Streaming kernels on the GPU: launch + max(bytes / DRAM bandwidth, ops / CUDA rate) + latency.
 
 They serve GEMM epilogues (col2im, the zero-filled C of a K = 0 GEMM), the methods' own passes, the
 patch engine's memsets and transposes, and direct grouped convs; soon the non-GEMM ops of a step.
