@@ -480,7 +480,7 @@ def plot_comm(runs, out, formats=("png", "svg")) -> list[Path]:
 def roofline_points(workload, batch: int, hw) -> list[dict]:
     """Per dense (layer, phase) on a GPU hwconfig: FLOPs, DRAM bytes and seconds of its kernels
     as the tensor-core engine models them (GEMM or direct kernel, col2im included)."""
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import legacy as tc
     from sim.workload import lower
     if hw.kind != "gpu":
         raise ConfigError(hw.path, "kind", "the roofline plot is for GPU hwconfigs (the "
@@ -502,7 +502,7 @@ def roofline_points(workload, batch: int, hw) -> list[dict]:
 def fig_roofline(points: Sequence[dict], hw):
     """Log-log roofline of one GPU: the math roof (dense, the engine's default dtype), the DRAM
     roof, and each layer-phase at (FLOP per DRAM byte, achieved FLOP/s), coloured by phase."""
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import legacy as tc
     if not points:
         raise ValueError("no layer-phase points")
     s = tc.gpu_spec(hw)

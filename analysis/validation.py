@@ -167,7 +167,7 @@ def _fail(section: str, what: str, exc: BaseException) -> Row:
 
 
 def _conv_phase_seconds(hw, wl, batch, method=None):
-    from sim.engines.tensorcore import simulate_workload
+    from sim.engines.gpu.legacy import simulate_workload
     rows = simulate_workload(hw, wl, batch, method=method, layers=wl.convs)
     tot = {"fwd": 0.0, "agbp": 0.0, "wgc": 0.0}
     agbp = {"gemm": 0.0, "col2im": 0.0, "overhead": 0.0}
@@ -210,7 +210,7 @@ def rows_d_tensorcore(quick: bool = False) -> Iterator[Row]:
 
 
 def rows_hw3(quick: bool = False) -> Iterator[Row]:
-    from sim.engines.tensorcore import simulate_gemm
+    from sim.engines.gpu.gemm import simulate_gemm
     from sim.hwconfig import load_hwconfig
     errs = []
     for label, hwname, dtype, m, n, k, d_ms, s_ms, spd, note in PUB_HW3:
@@ -381,14 +381,14 @@ def rows_a(quick: bool = False, samples: int = 32, seed: int = 0) -> Iterator[Ro
 
 
 def _b_layer(cin, cout, hw_):
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import legacy as tc
     _, layers, _ = tc._conv_workload(f"{B_BATCH},{cin},{cout},{hw_},{hw_},3,3,1,1")
     return layers[0]
 
 
 def _b_wgc(hw, layer, method=None):
     """(dense-or-method WGC seconds, approx kernel seconds, transpose seconds, kernels)."""
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import legacy as tc
     ks = tc.simulate_layer(hw, layer, B_BATCH, method=method, phases=("wgc",))["wgc"]
     kern = sum(k.seconds for k in ks if k.kernel in ("approx-wgc", "zero-dW"))
     tr = sum(k.seconds for k in ks if k.kernel.startswith("transpose"))
@@ -398,7 +398,7 @@ def _b_wgc(hw, layer, method=None):
 def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
     import numpy as np
 
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import legacy as tc
     from sim.hwconfig import load_hwconfig
     from sim.methods import apply_method, parse_method, stream_key
     from sim.methods.schedule import paper_schedule

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from sim.engines import patch  # noqa: E402
-from sim.engines import tensorcore as tc  # noqa: E402
+from sim.engines.gpu import legacy as tc  # noqa: E402
+from sim.engines.gpu import patch  # noqa: E402
 from sim.hwconfig import load_hwconfig  # noqa: E402
 from sim.workload import load_workload  # noqa: E402
 

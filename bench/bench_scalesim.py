@@ -84,7 +84,7 @@ else:
 PRUNESIM_CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from sim.engines import tensorcore as tc
+from sim.engines.gpu import legacy as tc
 from sim.hwconfig import load_hwconfig
 from sim.workload import load_workload
 n = int(sys.argv[2]); batches = [int(b) for b in sys.argv[3:]]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.engines import tensorcore as tc  # noqa: E402
+from sim.engines.gpu import legacy as tc  # noqa: E402
 from sim.hwconfig import load_hwconfig  # noqa: E402
 from sim.methods import parse_method  # noqa: E402
 from sim.workload import load_workload  # noqa: E402

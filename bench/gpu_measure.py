@@ -81,7 +81,7 @@ def measure(batch: int, repeat: int) -> dict:
 
 
 def compare(path: str, hw_name: str) -> None:
-    from sim.engines.tensorcore import simulate_gemm
+    from sim.engines.gpu.gemm import simulate_gemm
     from sim.hwconfig import load_hwconfig
     hw = load_hwconfig(hw_name)
     data = json.loads(Path(path).read_text())

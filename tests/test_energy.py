@@ -3,7 +3,7 @@ import pytest
 
 from sim.engines.base import KernelResult
 from sim.engines.energy import NA, kernel_energy, kernels_energy
-from sim.engines.tensorcore import simulate_gemm
+from sim.engines.gpu.gemm import simulate_gemm
 from sim.hwconfig import load_hwconfig
 
 HYP = load_hwconfig("a100-nm-hypothetical")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engines import tensorcore as tc
+from sim.engines.gpu import legacy as tc
+from sim.engines.gpu.gemm import direct_grouped_conv
+from sim.engines.gpu.spec import gpu_spec
 from sim.hwconfig import load_hwconfig
 from sim.workload import lower, workload_from_dict
 
@@ -29,7 +31,7 @@ def test_depthwise_phase_is_a_direct_kernel_with_the_hand_derived_bytes_and_flop
     want_bytes = {"fwd": (act + wts + act) * 2, "agbp": (act + wts + act) * 2,
                   "wgc": (act + act + wts) * 2}
     fmas = n * c * h * h * 9
-    s = tc.gpu_spec(hw)
+    s = gpu_spec(hw)
     for ph, g in lower(dw, n).items():
         (k,) = tc.simulate_phase(g, None, hw)
         assert k.kernel == "direct-conv" and "direct" in k.details["algorithm"]
@@ -61,5 +63,5 @@ def test_wide_groups_keep_the_grouped_gemm_when_it_is_faster():
     g = lower(_net(64, 56).layer("g4"), 64)["fwd"]      # 16 input channels per group, 144 K
     (k,) = tc.simulate_phase(g, None, hw)
     assert k.kernel == "gemm" and k.details["algorithm"] == "grouped GEMM"
-    direct = tc.direct_grouped_conv(hw, g, "fp16")
+    direct = direct_grouped_conv(hw, g, "fp16")
     assert k.seconds < direct.seconds and "direct kernel" in k.details["rejected"]

@@ -98,7 +98,7 @@ def test_out_of_range_and_bad_choice(tmp_path):
 
 
 def test_bad_sparse_pattern_named_by_the_engine(tmp_path):
-    from sim.engines.tensorcore import gpu_spec
+    from sim.engines.gpu.spec import gpu_spec
     hw = load_hwconfig(variant(tmp_path, "  sparse_patterns: {value: ['4:2'], source: t}\n"))
     with pytest.raises(ConfigError) as ei:
         gpu_spec(hw)

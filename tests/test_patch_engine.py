@@ -6,9 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from sim.engines import patch
-from sim.engines import tensorcore as tc
-from sim.engines.patch_kernels import lru_hits, lru_hits_reference
+from sim.engines.gpu import legacy as tc
+from sim.engines.gpu import patch
+from sim.engines.gpu.gemm import simulate_gemm
+from sim.engines.gpu.patch_kernels import lru_hits, lru_hits_reference
+from sim.engines.gpu.spec import gpu_spec
 from sim.errors import ConfigError
 from sim.hwconfig import load_hwconfig
 from sim.methods import apply_method, parse_method
@@ -49,7 +51,7 @@ def test_gathers_match_the_reference_wgc(txp):
     layer = conv(8, 6, 5, n=3)
     rng = np.random.default_rng(0)
     pos = rng.integers(0, 25, size=(3, 6, 1))
-    geo = patch.launch_geometry(8, 6, 3, 3, 3, 1, tc.gpu_spec(txp))
+    geo = patch.launch_geometry(8, 6, 3, 3, 3, 1, gpu_spec(txp))
     rows, sizes, kind = patch.access_stream(layer, 3, pos, geo, 4)
     ones = np.ones((3, 6, 1), np.float32)
     I = np.ones((3, 8, 5, 5), np.float32)
@@ -81,7 +83,7 @@ def test_time_scales_with_c_in_not_with_map(txp):
     base = t(64, 8)
     assert t(64, 16) < 1.6 * base          # 4x the map, same patch size
     assert t(256, 8) > 2.5 * base          # 4x the patch
-    dense = lambda cin, h: tc.simulate_gemm(txp, **dict(zip("mnk", (128, cin * 9, n * h * h))),
+    dense = lambda cin, h: simulate_gemm(txp, **dict(zip("mnk", (128, cin * 9, n * h * h))),
                                             dtype="fp32").seconds
     assert dense(64, 16) > 2.5 * dense(64, 8)   # cuDNN-class wgrad scales with C_in*H*W
 
@@ -111,11 +113,11 @@ def test_zero_random_and_approx_phases(txp):
 def test_hwconfigs_load_without_tensor_cores(txp):
     gtx = load_hwconfig("gtx1080ti")
     for hw, sm in ((txp, 30), (gtx, 28)):
-        s = tc.gpu_spec(hw)
+        s = gpu_spec(hw)
         assert s.sm == sm and s.tc_rate == () and s.default_dtype() == "fp32"
         assert all(q.source for q in hw.params.values())
     # fp16 on a GPU without tensor cores computes on the CUDA cores: same math as fp32
-    a = tc.simulate_gemm(txp, 1024, 1024, 1024, dtype="fp32")
+    a = simulate_gemm(txp, 1024, 1024, 1024, dtype="fp32")
     assert a.details["tile"] in ("128x128x16", "128x64x16", "64x128x16", "64x64x16")
     assert a.tflops < 2 * 30 * 128 * 1.582e9 / 1e12
 

@@ -219,7 +219,7 @@ def test_speedup_value_labels_sit_above_the_1x_line():
 
 
 def test_roofline_points_stay_under_the_roofs(tmp_path):
-    from sim.engines import tensorcore as tc
+    from sim.engines.gpu import spec as tc
     from sim.hwconfig import load_hwconfig
     from sim.workload import load_workload
     hw = load_hwconfig("a100-sxm4-40gb")

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.engines import tensorcore as tc
-from sim.engines.gpu_kernels import N_OUT, block_pipeline, block_pipeline_reference
+from sim.engines.gpu import legacy as tc
+from sim.engines.gpu.gemm import simulate_gemm
+from sim.engines.gpu.kernels import N_OUT, block_pipeline, block_pipeline_reference
+from sim.engines.gpu.spec import gpu_spec
 from sim.hwconfig import load_hwconfig
 from sim.methods import parse_method
 from sim.workload import load_workload, lower
@@ -71,12 +73,12 @@ def a100():
 
 
 def peak_tflops(hw, dtype="fp16"):
-    s = tc.gpu_spec(hw)
+    s = gpu_spec(hw)
     return 2 * s.sm * s.fma_rate(dtype) * s.clock / 1e12
 
 
 def test_huge_square_gemm_is_compute_bound_near_peak(a100):
-    r = tc.simulate_gemm(a100, 8192, 8192, 8192)
+    r = simulate_gemm(a100, 8192, 8192, 8192)
     assert 0.8 * peak_tflops(a100) < r.tflops <= peak_tflops(a100)
     assert r.breakdown["math"] > 0.8 * r.seconds
     assert sum(r.breakdown.values()) == pytest.approx(r.seconds, rel=1e-9)
@@ -84,7 +86,7 @@ def test_huge_square_gemm_is_compute_bound_near_peak(a100):
 
 
 def test_skinny_gemm_is_memory_bound(a100):
-    r = tc.simulate_gemm(a100, 4 * 1024 * 1024, 64, 64)
+    r = simulate_gemm(a100, 4 * 1024 * 1024, 64, 64)
     assert r.tflops < 0.2 * peak_tflops(a100)
     assert r.breakdown["memory"] > r.breakdown["math"]
     # cannot beat DRAM: its compulsory bytes at peak bandwidth
@@ -93,8 +95,8 @@ def test_skinny_gemm_is_memory_bound(a100):
 
 
 def test_sparse_24_faster_but_not_2x(a100):
-    d = tc.simulate_gemm(a100, 8192, 8192, 8192)
-    s = tc.simulate_gemm(a100, 8192, 8192, 8192, sparse="2:4")
+    d = simulate_gemm(a100, 8192, 8192, 8192)
+    s = simulate_gemm(a100, 8192, 8192, 8192, sparse="2:4")
     assert 1.0 < d.seconds / s.seconds < 2.0
     assert s.details["sparse"] == "2:4" and s.flops * 2 == d.flops
     # A streams kept values plus 2-bit metadata: 9/16 of its dense bytes
@@ -104,26 +106,26 @@ def test_sparse_24_faster_but_not_2x(a100):
 def test_unsupported_pattern_falls_back_with_warning(a100):
     v100 = load_hwconfig("v100-sxm2")
     with pytest.warns(RuntimeWarning, match="running dense"):
-        r = tc.simulate_gemm(v100, 2048, 2048, 2048, sparse="2:4")
+        r = simulate_gemm(v100, 2048, 2048, 2048, sparse="2:4")
     assert r.details["sparse"] is None and "sparse_fallback" in r.details
-    assert r.seconds == tc.simulate_gemm(v100, 2048, 2048, 2048).seconds
+    assert r.seconds == simulate_gemm(v100, 2048, 2048, 2048).seconds
     with pytest.warns(RuntimeWarning, match="1:4"):
-        tc.simulate_gemm(a100, 2048, 2048, 2048, sparse="1:4")
+        simulate_gemm(a100, 2048, 2048, 2048, sparse="1:4")
     hyp = load_hwconfig("a100-nm-hypothetical")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        q = tc.simulate_gemm(hyp, 4096, 4096, 4096, sparse="1:4")
-        h = tc.simulate_gemm(hyp, 4096, 4096, 4096, sparse="2:4")
+        q = simulate_gemm(hyp, 4096, 4096, 4096, sparse="1:4")
+        h = simulate_gemm(hyp, 4096, 4096, 4096, sparse="2:4")
     assert q.seconds < h.seconds
 
 
 def test_dtypes(a100):
-    f16 = tc.simulate_gemm(a100, 4096, 4096, 4096, dtype="fp16")
-    tf32 = tc.simulate_gemm(a100, 4096, 4096, 4096, dtype="tf32")
-    fp32 = tc.simulate_gemm(a100, 4096, 4096, 4096, dtype="fp32")
+    f16 = simulate_gemm(a100, 4096, 4096, 4096, dtype="fp16")
+    tf32 = simulate_gemm(a100, 4096, 4096, 4096, dtype="tf32")
+    fp32 = simulate_gemm(a100, 4096, 4096, 4096, dtype="fp32")
     assert f16.seconds < tf32.seconds < fp32.seconds
     with pytest.raises(Exception, match="bf16"):
-        tc.simulate_gemm(load_hwconfig("v100-sxm2"), 64, 64, 64, dtype="bf16")
+        simulate_gemm(load_hwconfig("v100-sxm2"), 64, 64, 64, dtype="bf16")
 
 
 def _variant(tmp_path, name, params):
@@ -142,9 +144,9 @@ def test_more_sms_or_bandwidth_never_slower(a100, tmp_path):
               _variant(tmp_path, "hbm", {"hbm_bandwidth": "3 TB/s"}),
               _variant(tmp_path, "l2", {"l2_bandwidth": "8192 B/clk", "l2_size": "80 MB"})]
     for m, n, k in SHAPES:
-        base = tc.simulate_gemm(a100, m, n, k).seconds
+        base = simulate_gemm(a100, m, n, k).seconds
         for hw in better:
-            assert tc.simulate_gemm(hw, m, n, k).seconds <= base * (1 + 1e-9), (hw.name, m, n, k)
+            assert simulate_gemm(hw, m, n, k).seconds <= base * (1 + 1e-9), (hw.name, m, n, k)
 
 
 def test_sdgp_only_agbp_sparse_and_overhead_charged(a100):

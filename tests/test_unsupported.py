@@ -19,7 +19,7 @@ import pytest
 from conftest import write_trace
 from sim.cli import main
 from sim.engines.base import KernelResult, Unsupported, fallback_of, unsupported_reason
-from sim.engines.tensorcore import simulate_gemm
+from sim.engines.gpu.gemm import simulate_gemm
 from sim.hwconfig import load_hwconfig
 from sim.methods import METHOD_IDS
 from sim.results import sweep as sw

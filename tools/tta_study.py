@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.validation import PUB_D_ACCURACY, PUB_D_NM_ACCURACY  # noqa: E402  (inputs)
-from sim.engines import tensorcore  # noqa: E402
+from sim.engines.gpu import legacy as tensorcore  # noqa: E402
 from sim.hwconfig import load_hwconfig, with_overrides  # noqa: E402
 from sim.methods import parse_method  # noqa: E402
 from sim.system.tta import curve_for, load_curves, time_to_accuracy  # noqa: E402

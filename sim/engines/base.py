@@ -154,10 +154,10 @@ class Engine(Protocol):
 
 # hwconfig kind -> "module:Class" of its engine; the one place an engine family is registered
 ENGINES: dict[str, str] = {
-    "gpu": "sim.engines.base:_ModuleEngine",
+    "gpu": "sim.engines.gpu.engine:GpuEngine",
     "cpu": "sim.engines.base:_ModuleEngine",
 }
-_LEGACY = {"gpu": "sim.engines.tensorcore", "cpu": "sim.engines.cpu"}
+_LEGACY = {"gpu": "sim.engines.gpu.legacy", "cpu": "sim.engines.cpu"}
 
 
 def engine_for(hw) -> Engine:

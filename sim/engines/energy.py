@@ -32,7 +32,7 @@ def has_table(hw: HwConfig) -> bool:
 def _fma_field(hw: HwConfig, kr) -> str:
     # only the tiled GEMMs of simulate_gemm (their details carry m, n, k) use the tensor cores; the
     # direct grouped/depthwise kernel and the patch engine's gathers do their FMAs on CUDA cores
-    from sim.engines.tensorcore import gpu_spec
+    from sim.engines.gpu.spec import gpu_spec
     dtype = kr.details.get("dtype", gpu_spec(hw).default_dtype())
     if "m" not in kr.details or gpu_spec(hw).on_cuda_cores(dtype):
         return "energy_fma_cuda_fp32"

@@ -83,7 +83,7 @@ ENGINE_DTYPE = {2: "fp16", 4: "fp32"}   # activation bytes -> the engine's data 
 def _engine_phase_seconds(g: Gemm, hw_name: str, dtype: str, spec=None, layer=None,
                           batch: int = 0) -> float:
     """Engine seconds of one phase; spec/layer given: SDGP's nominal n:m result on AGBP."""
-    from sim.engines import tensorcore
+    from sim.engines.gpu import legacy as tensorcore
     from sim.engines.base import total_seconds
     mr = tensorcore.nominal_nm_result(spec, layer, batch) if spec is not None else None
     return total_seconds(tensorcore.simulate_phase(g, mr, _load_hw(hw_name), dtype=dtype))
@@ -98,7 +98,7 @@ def _load_hw(name: str):
 def _engine_available(hw_name: str) -> str | None:
     """None when sim.engines.tensorcore and the hwconfig load, else the reason they do not."""
     try:
-        import sim.engines.tensorcore as tc  # noqa: F401
+        import sim.engines.gpu.legacy as tc  # noqa: F401
         if not hasattr(tc, "simulate_phase"):
             return "sim.engines.tensorcore has no simulate_phase yet"
         _load_hw(hw_name)

@@ -3,7 +3,7 @@
 The approximate-WGC kernel reads, per (sample, output channel), one R x S x C_in input patch at a
 data-dependent position (the argmax of |dO|). Whether a patch row is still in L2 when another
 output channel's block asks for it depends on those positions, so the hit rate is computed by
-replaying the kernel's access stream (built in sim/engines/patch.py from the real argmax positions)
+replaying the kernel's access stream (built in sim/engines/gpu/patch.py from the real argmax positions)
 through a fully associative, byte-capacity LRU.
 
 Objects are "rows" (the C_in values of one input pixel in NHWC, one (sample, channel) map of dO,

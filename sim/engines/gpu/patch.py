@@ -22,7 +22,7 @@ separated by barriers) and atomically adds it to dW (fp32 reductions at L2: each
 written there), so dW sees N/G atomic passes per channel, not N.
 
 Memory: every access (dO rows, input rows, dW atomics) in launch order, blocks of one wave
-interleaved, goes through an LRU model of the L2 (sim/engines/patch_kernels.py) fed by the real
+interleaved, goes through an LRU model of the L2 (sim/engines/gpu/patch_kernels.py) fed by the real
 argmax positions (a MethodResult's pick: from a trace in replay, or synthesized dO). Hits cost L2
 bandwidth and latency; misses also DRAM.
 Time: blocks run in waves of SMs x resident blocks (occupancy from threads, registers, shared
@@ -37,8 +37,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engines.base import KernelResult, Unsupported
-from sim.engines.patch_kernels import lru_hits
-from sim.engines.tensorcore import DTYPE_BYTES, gpu_spec, stream_kernel
+from sim.engines.gpu.patch_kernels import lru_hits
+from sim.engines.gpu.spec import DTYPE_BYTES, gpu_spec
+from sim.engines.gpu.stream import stream_kernel
 from sim.errors import ConfigError
 from sim.hwconfig import HwConfig
 
@@ -190,7 +191,7 @@ def approx_kernel(hw: HwConfig, layer, n: int, positions: np.ndarray, *, phase: 
                   source: str = "") -> KernelResult:
     """The patch-extraction kernel (argmax + gather + reduce + atomics) on one layer."""
     sp = gpu_spec(hw)
-    smem_lat = hw.value("smem_latency")
+    smem_lat = sp.smem_lat
     if smem_lat is None:
         raise ConfigError(hw.path, "params.smem_latency", "missing: the patch engine's reductions "
                           "need the shared-memory / shuffle latency")
@@ -256,7 +257,7 @@ def approx_kernel(hw: HwConfig, layer, n: int, positions: np.ndarray, *, phase: 
         {**geo, "waves": round(nb / conc, 3), "bound": bound, "picks_per_channel": k,
          "l2_hit_rate": round(hit, 4), "positions": source,
          "wave_cycles": {kk: round(v, 1) for kk, v in parts.items()},
-         "traffic": traffic})
+         "traffic": traffic}, category="math")
 
 
 def transposes(hw: HwConfig, layer, n: int, dtype: str, phase: str = "wgc") -> list[KernelResult]:
@@ -268,7 +269,7 @@ def transposes(hw: HwConfig, layer, n: int, dtype: str, phase: str = "wgc") -> l
     out = []
     for name, b in (("transpose-I", i_b), ("transpose-dW", w_b)):
         kr = stream_kernel(hw, name, read_bytes=b, write_bytes=b, layer=layer.name, phase=phase,
-                           category="transpose")
+                           cause="transpose", category="memory")
         out.append(kr)
     return out
 
@@ -278,24 +279,44 @@ def _retag(kr: KernelResult) -> KernelResult:
     return replace(kr, engine=ENGINE)
 
 
-def simulate_phase(gemm, method_result, hw: HwConfig, *, layer=None, batch: int | None = None,
-                   dtype: str | None = None, seed: int = 0) -> list[KernelResult]:
+# structures this module's kernels run (the WGC of Wang's approx / approx-topk, zero, random)
+STRUCTURES = ("per-channel", "skipped", "generated")
+
+
+def unsupported_reason(layer, mr, phase: str) -> str | None:
+    """Why the patch kernel cannot run this phase, known from the layer and method alone."""
+    if mr is None or layer is None or phase not in mr.phases or mr.structure != "per-channel":
+        return None
+    return _layer_reason(layer)
+
+
+def _layer_reason(layer) -> str | None:
+    if layer.op != "conv" or layer.groups != 1:
+        return (f"{layer.name}: approx WGC is modeled for ungrouped convs "
+                f"(this layer: {layer.op}, groups={layer.groups})")
+    return None
+
+
+def simulate_wgc(hw: HwConfig, gemm, mr, *, layer=None, batch: int | None = None,
+                 dtype: str | None = None, seed: int = 0) -> list[KernelResult]:
     """WGC of one layer under zero / random / approx / approx-topk (structures skipped /
-    generated / per-channel). Other phases and structures belong to the tensor-core engine."""
-    mr = method_result
+    generated / per-channel). Other phases and structures belong to the GEMM pipeline (gemm.py).
+    The argmax is fused into the patch kernel and generation is the random kernel, so the
+    method's work account is never charged on top."""
     sp = gpu_spec(hw)
     dtype = dtype or sp.default_dtype()
     common = dict(layer=gemm.layer, phase=gemm.phase)
     st = mr.structure
     if st == "skipped":
         return [KernelResult(ENGINE, sp.name, gemm.layer, gemm.phase, "wgc-skipped", 0.0, sp.clock,
-                             0, {}, {}, {"note": "zero: the weight-gradient kernel does not run"})]
+                             0, {}, {}, {"note": "zero: the weight-gradient kernel does not run"},
+                             category="math")]
     if st == "generated":
         size = gemm.c_elems * gemm.groups if gemm.groups > 1 else gemm.c_elems
         w = mr.work
         ops = (w.random_draws + w.flops) or 8 * size
         return [_retag(stream_kernel(hw, "random-dw", read_bytes=0, write_bytes=size * ACC_BYTES,
-                                     ops=ops, category="generate",
+                                     ops=ops, cause="generate", category="generate",
                                      details={"note": "B-scaled normals, one fused bandwidth-bound "
                                               "kernel (the paper's TensorFlow version was slower)"},
                                      **common))]
@@ -304,13 +325,13 @@ def simulate_phase(gemm, method_result, hw: HwConfig, *, layer=None, batch: int 
                           f"generated WGC, not {st!r}")
     if layer is None:
         raise ConfigError(None, "layer", f"{gemm.layer}: the patch engine needs the layer geometry")
-    if layer.op != "conv" or layer.groups != 1:
-        raise Unsupported(None, "layer", f"{layer.name}: approx WGC is modeled for ungrouped convs "
-                          f"(this layer: {layer.op}, groups={layer.groups})")
+    why = _layer_reason(layer)
+    if why:
+        raise Unsupported(None, "layer", why)
     n = batch if batch is not None else gemm.k // max(1, layer.p * layer.q)
     positions, src = positions_for(layer, n, mr, seed)
     memset = _retag(stream_kernel(hw, "zero-dW", read_bytes=0,
                                   write_bytes=layer.c_out * layer.c_in * layer.r * layer.s * ACC_BYTES,
-                                  category="patch_kernel", **common))
+                                  cause="patch_kernel", category="memory", **common))
     kern = approx_kernel(hw, layer, n, positions, phase=gemm.phase, source=src)
     return [memset, kern] + [_retag(k) for k in transposes(hw, layer, n, dtype, gemm.phase)]

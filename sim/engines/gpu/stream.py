@@ -1,0 +1,56 @@
+"""Streaming kernels on the GPU: launch + max(bytes / DRAM bandwidth, ops / CUDA rate) + latency.
+
+They serve GEMM epilogues (col2im, the zero-filled C of a K = 0 GEMM), the methods' own passes, the
+patch engine's memsets and transposes, and direct grouped convs; soon the non-GEMM ops of a step.
+"""
+from __future__ import annotations
+
+from sim.engines.base import KernelResult
+from sim.engines.gpu.spec import DTYPE_BYTES, gpu_spec
+from sim.hwconfig import HwConfig
+
+ENGINE = "tensorcore"
+
+
+def stream_kernel(hw: HwConfig, kernel: str, *, read_bytes: float, write_bytes: float,
+                  ops: float = 0.0, launches: int = 1, layer: str = "", phase: str = "",
+                  cause: str = "memory", category: str = "memory",
+                  details: dict | None = None) -> KernelResult:
+    """An elementwise/streaming pass (method prune/compress, statistics, col2im, ...).
+
+    cause: the breakdown key its body is filed under (stored records keep these names);
+    category: the KernelResult category (sim.engines.base.CATEGORIES).
+    """
+    s = gpu_spec(hw)
+    mem = (read_bytes + write_bytes) / s.stream_bpc
+    alu = ops / (s.sm * s.cuda_rate * s.cuda_ratio)   # one op per CUDA-core lane per clock
+    body = max(mem, alu) + s.dram_lat * launches
+    launch = s.launch * max(1, launches)
+    if cause == "method_overhead":
+        bd = {"method_overhead": (body + launch) / s.clock}
+    else:
+        bd = {cause: body / s.clock, "launch": launch / s.clock}
+    return KernelResult(ENGINE, s.name, layer, phase, kernel, body + launch, s.clock, 0, bd,
+                        {"dram": int(read_bytes + write_bytes), "l2": int(read_bytes + write_bytes)},
+                        dict(details or {}, bound="alu" if alu > mem else "memory", launches=launches),
+                        category=category)
+
+
+def col2im(hw: HwConfig, gemm, dtype: str) -> KernelResult:
+    """A strided ("scatter") AGBP's col2im: read the im2col-space product, accumulate overlapping
+    windows into dI."""
+    eb = DTYPE_BYTES[dtype]
+    c_out = gemm.m * gemm.n * gemm.groups
+    return stream_kernel(hw, "col2im", read_bytes=c_out * eb, write_bytes=gemm.c_elems * eb,
+                         ops=c_out, layer=gemm.layer, phase=gemm.phase)
+
+
+def method_overhead(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
+    """The method's own passes (its WorkAccount) as one streaming kernel of `passes` launches."""
+    eb = DTYPE_BYTES.get(dtype, 2)
+    w = mr.work
+    return stream_kernel(hw, f"{mr.method}-overhead", read_bytes=w.elems_read * eb,
+                         write_bytes=w.elems_written * eb + w.bytes_metadata,
+                         ops=w.compares + w.flops + w.random_draws, launches=max(1, w.passes),
+                         layer=gemm.layer, phase=gemm.phase, cause="method_overhead",
+                         category="method-overhead", details={"work": w.as_dict()})
