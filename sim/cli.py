@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave-one-network-out check: fit without each network, synthesize it, "
                         "compare DBTD densities, SDGP kept-L1 and approx argmax spread with its "
                         "capture (prints the table; --out is then optional)")
-    _handler(p, "sim.traces.synth:cmd_fit")
+    _handler(p, "sim.traces.loo:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--batch", type=_ranged("batch"), required=True)

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from typing import Any, Callable, Iterable
 
 from sim.errors import CaptureError
+from sim.methods.info import method_info
 from sim.workload import Workload, load_workload
 
 from .datasets import known_datasets, load_dataset
@@ -147,7 +148,7 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         total = per_epoch * epochs
         run = install_method(model, wl, spec, seed=seed, batch=batch) if spec is not None else None
         pt = None
-        if spec is not None and spec.id == "prunetrain":
+        if spec is not None and method_info(spec).is_channel_plan:
             pt = PruneTrain(wl, rho=spec.get("rho"), interval=spec.get("interval"), batch=batch,
                             max_batch=len(yt))
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
