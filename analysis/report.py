@@ -25,13 +25,8 @@ METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "app
 def applies(method_id: str, hw) -> str | None:
     """None if the method has a kernel on this hardware, else why not. The engines would still
     return a number (modeled dense), which is not the method's, so the demo leaves it out."""
-    if hw.kind == "cpu" and method_id.startswith("sdgp-"):
-        return "no n:m sparse kernel on CPUs"
-    if hw.kind == "cpu" and method_id in ("approx", "approx-topk", "zero", "random"):
-        return "Wang et al.'s kernels are GPU kernels (patch engine)"
-    if hw.kind == "gpu" and method_id.startswith("sdgp-") and not hw.value("sparse_patterns"):
-        return "no sparse tensor cores"
-    return None
+    from sim.methods.info import method_info
+    return method_info(method_id).kernel_gap(hw.kind, hw.value)
 
 
 def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print) -> dict:

@@ -69,8 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "activation-gradient traces on modeled hardware.")
     ap.add_argument("--version", action="version", version=f"prunesim {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_workload_commands(sub)
+    _add_trace_commands(sub)
+    _add_capture_command(sub)
+    _add_prune_command(sub)
+    _add_engine_commands(sub)
+    _add_train_command(sub)
+    _add_replay_command(sub)
+    _add_result_commands(sub)
+    return ap
 
-    # --- workloads -----------------------------------------------------------------------------
+
+def _add_workload_commands(sub) -> None:
+    """`prunesim workload list|show|export`."""
     wl = sub.add_parser("workload", help="list the workload zoo, show a network's layers and GEMMs")
     wls = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND", required=True)
     p = wls.add_parser("list", help="list workloads on the search path")
@@ -93,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace files in --out that an earlier export did not write")
     _handler(p, "sim.workload_export:cmd_workload_export")
 
-    # --- traces --------------------------------------------------------------------------------
+
+def _add_trace_commands(sub) -> None:
+    """`prunesim trace info|check|fit|synth`."""
     tr = sub.add_parser("trace", help="inspect, check, fit and synthesize gradient traces")
     trs = tr.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
     p = trs.add_parser("info", help="per-layer shape, density and |g| statistics")
@@ -115,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave-one-network-out check: fit without each network, synthesize it, "
                         "compare DBTD densities, SDGP kept-L1 and approx argmax spread with its "
                         "capture (prints the table; --out is then optional)")
-    _handler(p, "sim.traces.synth:cmd_fit")
+    _handler(p, "sim.traces.loo:cmd_fit")
     p = trs.add_parser("synth", help="write a full-size synthetic trace of any zoo workload")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--batch", type=_ranged("batch"), required=True)
@@ -135,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run work above a budget of sim/limits.py (docs/hardening.md)")
     _handler(p, "sim.traces.synth:cmd_synth")
 
-    # --- capture -------------------------------------------------------------------------------
+
+def _add_capture_command(sub) -> None:
+    """`prunesim capture`: train on CPU and record a trace."""
     p = sub.add_parser("capture", help="train a zoo network on real data (CPU) and record a trace")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--dataset", required=True,
@@ -166,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.capture.trainer:cmd_capture")
 
-    # --- methods on one tensor ---------------------------------------------------------------
+
+def _add_prune_command(sub) -> None:
+    """`prunesim prune`: one method on one tensor."""
     p = sub.add_parser("prune", help="apply a pruning method to one tensor (.npy) and report its work")
     p.add_argument("input", help="input tensor (.npy, float, 4-D or 2-D)")
     p.add_argument("output", help="pruned tensor to write (.npy)")
@@ -185,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.methods.tensor_cli:cmd_prune")
 
-    # --- engines ------------------------------------------------------------------------------
+
+def _add_engine_commands(sub) -> None:
+    """`prunesim gemm`, `layer` and `calibrate`: the engines directly."""
     p = sub.add_parser("gemm", help="predict one GEMM (dense or sparse) on a hardware config")
     p.add_argument("--hw", required=True, help="hwconfig YAML or bundled name")
     p.add_argument("--m", type=_ranged("gemm_dim"), required=True)
@@ -238,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.calibrate:cmd_calibrate")
 
-    # --- system level ---------------------------------------------------------------------------
+
+def _add_train_command(sub) -> None:
+    """`prunesim train`: the whole-training estimate."""
     p = sub.add_parser("train", help="whole-training estimate: iterations, all-reduce, epochs, TTA")
     p.add_argument("--workload", required=True,
                    help="zoo name, workload YAML, or a trace directory (its provenance gives the "
@@ -271,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.system.cli:cmd_train")
 
-    # --- the main job --------------------------------------------------------------------------
+
+def _add_replay_command(sub) -> None:
+    """`prunesim replay`: the main job."""
     p = sub.add_parser("replay", help="replay a trace on hardware models (the main job)")
     p.add_argument("trace", help="trace directory")
     p.add_argument("--hw", action="append", default=[], metavar="HW.yaml",
@@ -299,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")
 
-    # --- workflows ------------------------------------------------------------------------------
+
+def _add_result_commands(sub) -> None:
+    """`prunesim sweep`, `export`, `plot` and `validate`: results and analysis."""
     p = sub.add_parser("sweep", help="run the cartesian product of hardware, workloads/traces, methods")
     p.add_argument("--hw", action="append", default=[], metavar="FILE_OR_GLOB", required=True,
                    help="hwconfig files, bundled names or globs (repeatable)")
@@ -372,7 +397,6 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("hw3", "d", "b", "c", "a", "d-accuracy"),
                    help="only these row groups (repeatable; default all)")
     _handler(p, "analysis.validation:cmd_validate")
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

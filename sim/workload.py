@@ -348,9 +348,8 @@ class _Spaces:
             self.size[ra] += self.size[rb]
 
 
-def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
-    """Validate a parsed workload document and infer every layer's geometry."""
-    file = origin
+def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]], list]:
+    """The document's top level: (name, declared tensor shapes with the input "x", ops)."""
     if not isinstance(doc, dict):
         raise WorkloadError(file, "(top level)", "expected a mapping with name, input and layers")
     unknown = set(doc) - _TOP_KEYS_REQUIRED - _TOP_KEYS_OPTIONAL
@@ -388,6 +387,125 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
     for k in ("description", "source", "dataset", "notes"):
         if k in doc and doc[k] is not None and not isinstance(doc[k], str):
             raise WorkloadError(file, k, f"expected text, got a {type(doc[k]).__name__}")
+    return name, shapes, ops
+
+
+def _op_header(op: Any, i: int, file: str, names: set[str], shapes: dict) -> tuple:
+    """An op's kind, keys, name and tensors checked: (kind, name, field, out, ins)."""
+    fld = f"layers[{i}]"
+    if not isinstance(op, dict):
+        raise WorkloadError(file, fld, f"expected a mapping, got {op!r}")
+    kind = op.get("op")
+    if kind not in _OP_KEYS:
+        raise WorkloadError(file, fld + ".op", f"unknown op {kind!r} (known: {', '.join(_OP_KEYS)})")
+    req, opt = _OP_KEYS[kind]
+    for k in op:
+        if k not in req and k not in opt:
+            raise WorkloadError(file, f"{fld}.{k}", f"unknown key for op {kind} "
+                                f"(allowed: {', '.join(sorted(req | opt))})")
+    for k in sorted(req):
+        if k not in op:
+            raise WorkloadError(file, f"{fld}.{k}", f"missing (required for op {kind})")
+    lname = _str(op["name"], file, fld + ".name")
+    fld = f"layers[{i}] ({lname})"
+    if lname in names:
+        raise WorkloadError(file, fld + ".name", "duplicate layer name")
+    names.add(lname)
+    out = _str(op["out"], file, fld + ".out")
+    if out in shapes:
+        raise WorkloadError(file, fld + ".out", f"tensor {out!r} is already defined; every op "
+                            "writes a new tensor")
+    ins = op["in"] if kind == "add" else [op["in"]]
+    if kind == "add" and (not isinstance(op["in"], list) or len(op["in"]) != 2):
+        raise WorkloadError(file, fld + ".in", "add takes a list of two tensors")
+    for t in ins:
+        _str(t, file, fld + ".in")
+        if t not in shapes:
+            raise WorkloadError(file, fld + ".in", f"tensor {t!r} is not produced by an earlier "
+                                "op nor declared under tensors")
+    return kind, lname, fld, out, ins
+
+
+def _conv_layer(op: dict, file: str, fld: str, chw: tuple[int, int, int], **ids) -> dict:
+    """A conv op's geometry (ids: index, name, in_tensor, out_tensor), as Layer fields."""
+    c, h, w = chw
+    r, s = _pair(op["kernel"], file, fld + ".kernel")
+    stride = _int(op.get("stride", 1), file, fld + ".stride", rng="stride")
+    ph, pw = _pair(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+    # a square pad stays an int, so `pad: p` and `pad: [p, p]` give the same layer
+    pad: int | tuple[int, int] = ph if ph == pw else (ph, pw)
+    groups = _int(op.get("groups", 1), file, fld + ".groups", rng="channels")
+    c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
+    transposed = _bool(op.get("transposed", False), file, fld + ".transposed")
+    if max(ph, pw) >= max(r, s):
+        raise WorkloadError(file, fld + ".pad", f"pad {op.get('pad')} is not smaller than "
+                            f"the {r}x{s} kernel: outputs past it would convolve only "
+                            "padding")
+    bn = _bool(op.get("bn", False), file, fld + ".bn")
+    relu = _bool(op.get("relu", False), file, fld + ".relu")
+    bias = _bool(op.get("bias", not bn), file, fld + ".bias")
+    if c % groups or c_out % groups:
+        raise WorkloadError(file, fld + ".groups", f"groups={groups} must divide c_in={c} "
+                            f"and c_out={c_out}")
+    if transposed:   # PyTorch's ConvTranspose2d size (output_padding 0, dilation 1)
+        p, q = (h - 1) * stride - 2 * ph + r, (w - 1) * stride - 2 * pw + s
+    else:
+        p, q = (h + 2 * ph - r) // stride + 1, (w + 2 * pw - s) // stride + 1
+    if p < 1 or q < 1:
+        raise WorkloadError(file, fld + ".kernel", f"kernel {r}x{s} with pad "
+                            f"{op.get('pad', 0)} does not fit the {h}x{w} input")
+    if transposed:
+        check_range("spatial", max(p, q), file, fld + ".stride", WorkloadError)
+    d = dict(index=ids["index"], name=ids["name"], op="conv", c_in=c, c_out=c_out,
+             h=h, w=w, p=p, q=q, r=r, s=s, stride=stride, pad=pad, groups=groups,
+             bias=bias, bn=bn, relu=relu, in_tensor=ids["in_tensor"], out_tensor=ids["out_tensor"],
+             transposed=transposed)
+    _check_macs(d, 1, file, fld + ".c_out")
+    return d
+
+
+def _fc_layer(op: dict, file: str, fld: str, chw: tuple[int, int, int], **ids) -> dict:
+    """An fc op (over the flattened input), as Layer fields."""
+    c, h, w = chw
+    c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
+    relu = _bool(op.get("relu", False), file, fld + ".relu")
+    bias = _bool(op.get("bias", True), file, fld + ".bias")
+    d = dict(index=ids["index"], name=ids["name"], op="fc", c_in=c * h * w,
+             c_out=c_out, h=1, w=1, p=1, q=1, r=1, s=1, stride=1, pad=0,
+             groups=1, bias=bias, bn=False, relu=relu, in_tensor=ids["in_tensor"],
+             out_tensor=ids["out_tensor"])
+    _check_macs(d, 1, file, fld + ".c_out")
+    return d
+
+
+def _pool_shape(op: dict, file: str, fld: str, chw: tuple[int, int, int]) -> tuple[int, int, int]:
+    c, h, w = chw
+    if op["kind"] not in ("max", "avg"):
+        raise WorkloadError(file, fld + ".kind", f"expected max or avg, got {op['kind']!r}")
+    if _bool(op.get("global", False), file, fld + ".global"):
+        if "kernel" in op or "stride" in op or "pad" in op:
+            raise WorkloadError(file, fld + ".global", "a global pool takes no kernel, "
+                                "stride or pad")
+        return (c, 1, 1)
+    if "kernel" not in op:
+        raise WorkloadError(file, fld + ".kernel", "missing (or set global: true)")
+    k = _int(op["kernel"], file, fld + ".kernel", rng="kernel")
+    stride = _int(op.get("stride", k), file, fld + ".stride", rng="stride")
+    pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
+    if 2 * pad > k:
+        raise WorkloadError(file, fld + ".pad", f"pad {pad} is more than half the pool "
+                            f"kernel {k} (PyTorch's rule): a window would hold only "
+                            "padding")
+    p, q = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    if p < 1 or q < 1:
+        raise WorkloadError(file, fld + ".kernel", f"pool {k} does not fit {h}x{w}")
+    return (c, p, q)
+
+
+def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
+    """Validate a parsed workload document and infer every layer's geometry."""
+    file = origin
+    name, shapes, ops = _check_top(doc, file)
     spaces = _Spaces()
     for t in shapes:
         spaces.find(t)
@@ -396,106 +514,15 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
     clean_ops: list[dict] = []
     residual_spaces: set[str] = set()
     for i, op in enumerate(ops):
-        fld = f"layers[{i}]"
-        if not isinstance(op, dict):
-            raise WorkloadError(file, fld, f"expected a mapping, got {op!r}")
-        kind = op.get("op")
-        if kind not in _OP_KEYS:
-            raise WorkloadError(file, fld + ".op", f"unknown op {kind!r} (known: {', '.join(_OP_KEYS)})")
-        req, opt = _OP_KEYS[kind]
-        for k in op:
-            if k not in req and k not in opt:
-                raise WorkloadError(file, f"{fld}.{k}", f"unknown key for op {kind} "
-                                    f"(allowed: {', '.join(sorted(req | opt))})")
-        for k in sorted(req):
-            if k not in op:
-                raise WorkloadError(file, f"{fld}.{k}", f"missing (required for op {kind})")
-        lname = _str(op["name"], file, fld + ".name")
-        fld = f"layers[{i}] ({lname})"
-        if lname in names:
-            raise WorkloadError(file, fld + ".name", "duplicate layer name")
-        names.add(lname)
-        out = _str(op["out"], file, fld + ".out")
-        if out in shapes:
-            raise WorkloadError(file, fld + ".out", f"tensor {out!r} is already defined; every op "
-                                "writes a new tensor")
-        ins = op["in"] if kind == "add" else [op["in"]]
-        if kind == "add" and (not isinstance(op["in"], list) or len(op["in"]) != 2):
-            raise WorkloadError(file, fld + ".in", "add takes a list of two tensors")
-        for t in ins:
-            _str(t, file, fld + ".in")
-            if t not in shapes:
-                raise WorkloadError(file, fld + ".in", f"tensor {t!r} is not produced by an earlier "
-                                    "op nor declared under tensors")
-        c, h, w = shapes[ins[0]]
-        if kind == "conv":
-            r, s = _pair(op["kernel"], file, fld + ".kernel")
-            stride = _int(op.get("stride", 1), file, fld + ".stride", rng="stride")
-            ph, pw = _pair(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
-            # a square pad stays an int, so `pad: p` and `pad: [p, p]` give the same layer
-            pad: int | tuple[int, int] = ph if ph == pw else (ph, pw)
-            groups = _int(op.get("groups", 1), file, fld + ".groups", rng="channels")
-            c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
-            transposed = _bool(op.get("transposed", False), file, fld + ".transposed")
-            if max(ph, pw) >= max(r, s):
-                raise WorkloadError(file, fld + ".pad", f"pad {op.get('pad')} is not smaller than "
-                                    f"the {r}x{s} kernel: outputs past it would convolve only "
-                                    "padding")
-            bn = _bool(op.get("bn", False), file, fld + ".bn")
-            relu = _bool(op.get("relu", False), file, fld + ".relu")
-            bias = _bool(op.get("bias", not bn), file, fld + ".bias")
-            if c % groups or c_out % groups:
-                raise WorkloadError(file, fld + ".groups", f"groups={groups} must divide c_in={c} "
-                                    f"and c_out={c_out}")
-            if transposed:   # PyTorch's ConvTranspose2d size (output_padding 0, dilation 1)
-                p, q = (h - 1) * stride - 2 * ph + r, (w - 1) * stride - 2 * pw + s
-            else:
-                p, q = (h + 2 * ph - r) // stride + 1, (w + 2 * pw - s) // stride + 1
-            if p < 1 or q < 1:
-                raise WorkloadError(file, fld + ".kernel", f"kernel {r}x{s} with pad "
-                                    f"{op.get('pad', 0)} does not fit the {h}x{w} input")
-            if transposed:
-                check_range("spatial", max(p, q), file, fld + ".stride", WorkloadError)
-            shapes[out] = (c_out, p, q)
+        kind, lname, fld, out, ins = _op_header(op, i, file, names, shapes)
+        chw = shapes[ins[0]]
+        ids = dict(index=len(raw_layers), name=lname, in_tensor=ins[0], out_tensor=out)
+        if kind in ("conv", "fc"):
+            raw_layers.append((_conv_layer if kind == "conv" else _fc_layer)(op, file, fld, chw, **ids))
+            shapes[out] = (raw_layers[-1]["c_out"], raw_layers[-1]["p"], raw_layers[-1]["q"])
             spaces.find(out)
-            raw_layers.append(dict(index=len(raw_layers), name=lname, op="conv", c_in=c, c_out=c_out,
-                                   h=h, w=w, p=p, q=q, r=r, s=s, stride=stride, pad=pad, groups=groups,
-                                   bias=bias, bn=bn, relu=relu, in_tensor=ins[0], out_tensor=out,
-                                   transposed=transposed))
-            _check_macs(raw_layers[-1], 1, file, fld + ".c_out")
-        elif kind == "fc":
-            c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
-            relu = _bool(op.get("relu", False), file, fld + ".relu")
-            bias = _bool(op.get("bias", True), file, fld + ".bias")
-            shapes[out] = (c_out, 1, 1)
-            spaces.find(out)
-            raw_layers.append(dict(index=len(raw_layers), name=lname, op="fc", c_in=c * h * w,
-                                   c_out=c_out, h=1, w=1, p=1, q=1, r=1, s=1, stride=1, pad=0,
-                                   groups=1, bias=bias, bn=False, relu=relu, in_tensor=ins[0],
-                                   out_tensor=out))
-            _check_macs(raw_layers[-1], 1, file, fld + ".c_out")
         elif kind == "pool":
-            if op["kind"] not in ("max", "avg"):
-                raise WorkloadError(file, fld + ".kind", f"expected max or avg, got {op['kind']!r}")
-            if _bool(op.get("global", False), file, fld + ".global"):
-                if "kernel" in op or "stride" in op or "pad" in op:
-                    raise WorkloadError(file, fld + ".global", "a global pool takes no kernel, "
-                                        "stride or pad")
-                shapes[out] = (c, 1, 1)
-            else:
-                if "kernel" not in op:
-                    raise WorkloadError(file, fld + ".kernel", "missing (or set global: true)")
-                k = _int(op["kernel"], file, fld + ".kernel", rng="kernel")
-                stride = _int(op.get("stride", k), file, fld + ".stride", rng="stride")
-                pad = _int(op.get("pad", 0), file, fld + ".pad", minimum=0, rng="pad")
-                if 2 * pad > k:
-                    raise WorkloadError(file, fld + ".pad", f"pad {pad} is more than half the pool "
-                                        f"kernel {k} (PyTorch's rule): a window would hold only "
-                                        "padding")
-                p, q = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
-                if p < 1 or q < 1:
-                    raise WorkloadError(file, fld + ".kernel", f"pool {k} does not fit {h}x{w}")
-                shapes[out] = (c, p, q)
+            shapes[out] = _pool_shape(op, file, fld, chw)
             spaces.union(ins[0], out)
         else:  # add
             if shapes[ins[1]] != shapes[ins[0]]:

@@ -26,16 +26,13 @@ from typing import Any, Callable
 import numpy as np
 
 from sim.errors import CaptureError
-from sim.methods import MethodSpec, parse_method, sdgp_prunes
+from sim.methods import MethodSpec, method_info, parse_method, sdgp_prunes
 from sim.methods.prunetrain import ZERO_THRESHOLD, channel_plan, lasso_lambda
 from sim.methods.rng import stream_key
 from sim.methods.schedule import applies, paper_schedule
 from sim.workload import Workload, workload_from_dict
 
 from .torchnet import _torch, build_model
-
-WANG = ("zero", "random", "approx", "approx-topk")
-
 
 def as_spec(method: str | MethodSpec | None) -> MethodSpec:
     """A MethodSpec from a spec string (CaptureError naming --method when it is malformed)."""
@@ -70,17 +67,17 @@ class _Iter:
 def _conv_method(spec: MethodSpec, layer):
     from sim.methods import torch_ops as T
     p = dict(spec.params)
-    mid = spec.id
-    if mid == "dbtd":
+    info = method_info(spec)
+    if info.family == "dbtd":
         return T.DbtdMethod(p["p"], p["sigma"], target=layer.dbtd_target)
-    if mid == "topk":
+    if info.family == "topk":
         return T.DbtdMethod(0.5, target=layer.dbtd_target, topk=p["keep"])
-    if mid.startswith("sdgp-"):
+    if info.family == "sdgp":
         if not sdgp_prunes(layer):
             return T.DenseMethod()
-        return T.SdgpMethod(p["nm"], mid.split("-", 1)[1], p.get("rescale", "sample-channel"))
-    if mid in WANG:
-        return T.WangMethod(mid, p.get("k", 1))
+        return T.SdgpMethod(p["nm"], info.nm_selection, p.get("rescale", "sample-channel"))
+    if info.family == "wang":
+        return T.WangMethod(spec.id, p.get("k", 1))
     return T.DenseMethod()  # dense and prunetrain (which acts on weights, not on gradients)
 
 
@@ -92,6 +89,7 @@ class MethodRun:
         self.spec, self.seed, self.batch = spec, int(seed), int(batch)
         self.label = spec.label
         self.id, self.params = spec.id, dict(spec.params)
+        self.info = method_info(spec)
         convs = [l for l in workload.layers if l.op == "conv"]
         self.conv_index = {l.name: i for i, l in enumerate(convs)}
         if schedule_table is not None:
@@ -100,7 +98,7 @@ class MethodRun:
                 raise CaptureError(None, "schedule", f"table has shape {table.shape}, needs one row "
                                    f"per conv layer ({len(convs)})")
             self.table = table
-        elif spec.id in WANG:
+        elif self.info.scheduled:
             self.table = paper_schedule(self.params["schedule"], len(convs))
         else:
             self.table = None
@@ -122,7 +120,7 @@ class MethodRun:
         self._fc_handles = []
         for layer in workload.layers:
             mod = mods[layer.name]
-            if layer.op == "fc" and self.id in ("dbtd", "topk") and self.params["fc"] == "prune":
+            if layer.op == "fc" and self.info.fc_option and self.params["fc"] == "prune":
                 self._fc_handles.append(mod.register_forward_hook(self._fc_hook(layer)))
             if layer.op != "conv":
                 continue
@@ -140,7 +138,7 @@ class MethodRun:
         masked = layer.dbtd_target == "dI"
 
         def prune(g, step):
-            if self.id == "topk":
+            if self.info.family == "topk":
                 out = T.topk_torch(g, self.params["keep"])
             else:
                 g32 = g.to(torch.float32)

@@ -10,6 +10,7 @@ keys; ``WorkloadNet.prunesim_layer_modules`` maps every workload layer name to i
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any
 
@@ -202,6 +203,106 @@ def _workload_doc(model, name: str, description: str | None, by: str, source: st
             "input": {"channels": int(c), "height": int(h), "width": int(w)}, "layers": ops}
 
 
+def _record_calls(model, example_input) -> tuple[list, list, dict, list]:
+    """One forward pass with hooks: the GEMM module calls in order, the BatchNorm2d / ReLU calls
+    that follow tensors, follower module ids by (kind, output id), and every tensor seen (kept
+    alive so identity comparisons stay valid)."""
+    torch, nn = _torch()
+    calls: list[dict] = []
+    followers: list[tuple[str, Any, Any]] = []  # (kind, input tensor, output tensor)
+    keep: list[Any] = []  # hold every tensor seen so identity comparisons stay valid
+    handles = []
+    seen_modules: set[int] = set()
+    follower_mod: dict = {}   # (kind, id(output tensor)) -> id(module) of a bn/relu follower
+
+    def layer_hook(qname):
+        def hook(mod, inp, out):
+            if id(mod) in seen_modules:
+                raise CaptureError(None, qname, "module is called more than once per forward pass "
+                                   "(shared weights); workload layers must be distinct")
+            seen_modules.add(id(mod))
+            keep.extend([inp[0], out])
+            calls.append({"name": qname, "mod": mod, "in": inp[0], "out": out})
+        return hook
+
+    def follow_hook(kind):
+        def hook(mod, inp, out):
+            keep.extend([inp[0], out])
+            followers.append((kind, inp[0], out))
+            follower_mod[(kind, id(out))] = id(mod)   # an in-place ReLU returns the same tensor
+        return hook
+
+    for qname, mod in model.named_modules():
+        if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.ConvTranspose2d, nn.Linear)):
+            handles.append(mod.register_forward_hook(layer_hook(qname)))
+        elif isinstance(mod, nn.BatchNorm2d):
+            handles.append(mod.register_forward_hook(follow_hook("bn")))
+        elif isinstance(mod, nn.ReLU):
+            handles.append(mod.register_forward_hook(follow_hook("relu")))
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(example_input)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    return calls, followers, follower_mod, keep
+
+
+def _declared_shape(mod, qname: str, x, nn) -> list[int]:
+    """The [C, H, W] a layer input not produced by an earlier layer is declared with."""
+    if x.dim() == 4:
+        shp = list(x.shape[1:])
+    elif isinstance(mod, nn.Conv1d):   # N x C x L is a 1 x L map
+        shp = [int(x.shape[1]), 1, int(x.shape[2])]
+    else:
+        shp = [int(x.shape[-1]), 1, 1]
+    if isinstance(mod, nn.Linear) and x.dim() != 2:
+        raise CaptureError(None, qname, f"Linear input of shape {list(x.shape)}: only "
+                           "N x features inputs are supported")
+    return [int(v) for v in shp]
+
+
+def _ops_from_calls(calls: list, followers: list, follower_mod: dict, example_input, nn) -> tuple:
+    """The workload ops of the recorded calls: (ops, declared tensors, folded BatchNorm ids)."""
+    def is_(a, b):
+        return a is b
+
+    folded: set = set()   # ids of BatchNorm2d modules that became a conv's bn flag
+    ops: list[dict] = []
+    declared: dict[str, list[int]] = {}
+    produced: list[tuple[Any, str]] = [(example_input, "x")]  # tensor -> workload tensor name
+    for i, call in enumerate(calls):
+        mod, qname, x, y = call["mod"], call["name"], call["in"], call["out"]
+        src = next((tname for t, tname in produced if is_(t, x)), None)
+        if src is None:
+            src = f"in{i}"
+            declared[src] = _declared_shape(mod, qname, x, nn)
+        out_name = f"out{i}"
+        tail = y
+        if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d)):
+            op = {"name": qname, "op": "conv", "in": src, "out": out_name,
+                  **_conv_fields(mod, qname, nn)}
+            # only BatchNorm2d modules are followed, and none can take a Conv1d's 3-D output
+            bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
+            if bn is not None:
+                op["bn"] = True
+                folded.add(follower_mod.get(("bn", id(bn))))
+                tail = bn
+        else:
+            op = {"name": qname, "op": "fc", "in": src, "out": out_name, "c_out": mod.out_features,
+                  "bias": mod.bias is not None}
+        relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
+        if relu is not None:
+            op["relu"] = True
+            tail = relu
+        produced.append((tail, out_name))
+        ops.append(op)
+    return ops, declared, folded
+
+
 def workload_from_model(model, example_input, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
     """Derive a validated Workload from any ``nn.Module`` by forward hooks on its GEMM modules.
@@ -221,104 +322,16 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
     if not (torch.is_tensor(example_input) and example_input.dim() in (3, 4)):
         raise CaptureError(None, "example_input", "expected a tensor of shape N x C x H x W "
                            "(or N x C x L for a Conv1d network: a 1 x L map)")
-    calls: list[dict] = []
-    followers: list[tuple[str, Any, Any]] = []  # (kind, input tensor, output tensor)
-    keep: list[Any] = []  # hold every tensor seen so identity comparisons stay valid
-    handles = []
-    seen_modules: set[int] = set()
-
-    def layer_hook(qname):
-        def hook(mod, inp, out):
-            if id(mod) in seen_modules:
-                raise CaptureError(None, qname, "module is called more than once per forward pass "
-                                   "(shared weights); workload layers must be distinct")
-            seen_modules.add(id(mod))
-            keep.extend([inp[0], out])
-            calls.append({"name": qname, "mod": mod, "in": inp[0], "out": out})
-        return hook
-
-    def follow_hook(kind):
-        def hook(mod, inp, out):
-            keep.extend([inp[0], out])
-            followers.append((kind, inp[0], out))
-            follower_mod[(kind, id(out))] = id(mod)   # an in-place ReLU returns the same tensor
-        return hook
-
-    follower_mod: dict = {}   # (kind, id(output tensor)) -> id(module) of a bn/relu follower
-
-    for qname, mod in model.named_modules():
-        if isinstance(mod, (nn.Conv2d, nn.Conv1d, nn.ConvTranspose2d, nn.Linear)):
-            handles.append(mod.register_forward_hook(layer_hook(qname)))
-        elif isinstance(mod, nn.BatchNorm2d):
-            handles.append(mod.register_forward_hook(follow_hook("bn")))
-        elif isinstance(mod, nn.ReLU):
-            handles.append(mod.register_forward_hook(follow_hook("relu")))
-    was_training = model.training
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(example_input)
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
+    calls, followers, follower_mod, _keep = _record_calls(model, example_input)
     if not calls:
         raise CaptureError(None, "model", "no Conv2d, Conv1d, ConvTranspose2d or Linear layer ran "
                            "in the forward pass")
-
-    def is_(a, b):
-        return a is b
-
     if example_input.dim() == 3:
         n, c, w = example_input.shape
         h = 1
     else:
         n, c, h, w = example_input.shape
-    folded: set = set()   # ids of BatchNorm2d modules that became a conv's bn flag
-    ops: list[dict] = []
-    declared: dict[str, list[int]] = {}
-    produced: list[tuple[Any, str]] = [(example_input, "x")]  # tensor -> workload tensor name
-    for i, call in enumerate(calls):
-        mod, qname, x, y = call["mod"], call["name"], call["in"], call["out"]
-        src = next((tname for t, tname in produced if is_(t, x)), None)
-        if src is None:
-            src = f"in{i}"
-            if x.dim() == 4:
-                shp = list(x.shape[1:])
-            elif isinstance(mod, nn.Conv1d):   # N x C x L is a 1 x L map
-                shp = [int(x.shape[1]), 1, int(x.shape[2])]
-            else:
-                shp = [int(x.shape[-1]), 1, 1]
-            if isinstance(mod, nn.Linear) and x.dim() != 2:
-                raise CaptureError(None, qname, f"Linear input of shape {list(x.shape)}: only "
-                                   "N x features inputs are supported")
-            declared[src] = [int(v) for v in shp]
-        out_name = f"out{i}"
-        if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose2d)):
-            op = {"name": qname, "op": "conv", "in": src, "out": out_name,
-                  **_conv_fields(mod, qname, nn)}
-            tail = y
-            # only BatchNorm2d modules are followed, and none can take a Conv1d's 3-D output
-            bn = next((o for k, t, o in followers if k == "bn" and is_(t, tail)), None)
-            if bn is not None:
-                op["bn"] = True
-                folded.add(follower_mod.get(("bn", id(bn))))
-                tail = bn
-            relu = next((o for k, t, o in followers if k == "relu" and is_(t, tail)), None)
-            if relu is not None:
-                op["relu"] = True
-                tail = relu
-            produced.append((tail, out_name))
-        else:
-            op = {"name": qname, "op": "fc", "in": src, "out": out_name, "c_out": mod.out_features,
-                  "bias": mod.bias is not None}
-            relu = next((o for k, t, o in followers if k == "relu" and is_(t, y)), None)
-            tail = y
-            if relu is not None:
-                op["relu"] = True
-                tail = relu
-            produced.append((tail, out_name))
-        ops.append(op)
+    ops, declared, folded = _ops_from_calls(calls, followers, follower_mod, example_input, nn)
     _warn_dropped(model, {id(c["mod"]) for c in calls} | folded, nn)
     doc = _workload_doc(model, name, description, "workload_from_model",
                         "sim.capture.torchnet.workload_from_model", (c, h, w), ops, dataset)
@@ -340,6 +353,122 @@ def workload_from_model(model, example_input, name: str, *, description: str = "
     return wl
 
 
+class _FxOps:
+    """The workload ops of a torch.fx graph, node by node (write_workload_yaml)."""
+
+    def __init__(self, gm):
+        self.torch, self.nn = _torch()
+        self.mods = dict(gm.named_modules())
+        self.users = {n: list(n.users) for n in gm.graph.nodes}
+        self.tensor: dict = {}          # fx node -> workload tensor name
+        self.producer: dict = {}        # workload tensor name -> its op dict (to set bn / relu)
+        self.ops: list[dict] = []
+
+    def src(self, node, where):
+        if node not in self.tensor:
+            raise CaptureError(None, where, f"input {node.name!r} is not a tensor the workload "
+                               "knows (an op the schema cannot express came before)")
+        return self.tensor[node]
+
+    def new(self, op, node):
+        op["out"] = op["name"]
+        self.ops.append(op)
+        self.tensor[node] = op["out"]
+        self.producer[op["out"]] = op
+
+    def fuse(self, node, flag):
+        """bn / relu on the output of the op that alone produced its input: a flag on that op."""
+        t = self.tensor.get(node.args[0])
+        op = self.producer.get(t)
+        if op is not None and len(self.users[node.args[0]]) == 1 and not op.get("relu") and \
+                (flag == "relu" or (op["op"] == "conv" and not op.get("bn"))) and \
+                (flag != "relu" or op["op"] in ("conv", "fc", "add")):
+            op[flag] = True
+            self.tensor[node] = t
+            return True
+        return False
+
+    def kind_of(self, node):
+        if node.op == "call_module":
+            return type(self.mods[node.target])
+        return node.target
+
+    def visit(self, node) -> None:
+        torch, nn = self.torch, self.nn
+        F = torch.nn.functional
+        k = self.kind_of(node)
+        where = node.target if node.op == "call_module" else node.name
+        if node.op == "placeholder":
+            self.tensor[node] = "x"
+        elif node.op == "output":
+            return
+        elif k in (nn.Conv2d, nn.ConvTranspose2d):
+            self.new({"name": node.target, "op": "conv", "in": self.src(node.args[0], where),
+                      **_conv_fields(self.mods[node.target], node.target, nn)}, node)
+        elif k is nn.Linear:
+            m = self.mods[node.target]
+            self.new({"name": node.target, "op": "fc", "in": self.src(node.args[0], where),
+                      "c_out": m.out_features, "bias": m.bias is not None}, node)
+        elif k is nn.BatchNorm2d:
+            if not self.fuse(node, "bn"):
+                raise CaptureError(None, where, "a BatchNorm2d that does not alone follow a conv "
+                                   "cannot be expressed in the workload schema")
+        elif k in (nn.ReLU, F.relu, torch.relu, "relu", "relu_"):
+            if not self.fuse(node, "relu"):
+                raise CaptureError(None, where, "a ReLU that does not alone follow a conv, fc or "
+                                   "add cannot be expressed in the workload schema")
+        elif k in (nn.MaxPool2d, nn.AvgPool2d, F.max_pool2d, F.avg_pool2d):
+            self._pool(node, k, where)
+        elif k in (nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d):
+            self._global_pool(node, where)
+        elif k in (operator.add, operator.iadd, torch.add, "add", "add_"):
+            a, b = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+            self.new({"name": node.name, "op": "add",
+                      "in": [self.src(a, where), self.src(b, where)]}, node)
+        elif k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape", nn.Dropout,
+                   nn.Identity, F.dropout):
+            # fc layers flatten their input; dropout and identity change no shape
+            if any(u.op == "call_module" and self.kind_of(u) is not nn.Linear
+                   for u in self.users[node]) \
+                    and k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape"):
+                raise CaptureError(None, where, "a flatten/view that feeds anything but a Linear "
+                                   "cannot be expressed in the workload schema")
+            self.tensor[node] = self.src(node.args[0], where)
+        elif node.op == "get_attr" or (node.op == "call_function" and k is getattr):
+            return   # e.g. x.size(0) feeding a view: no tensor of the workload
+        elif node.op == "call_method" and k == "size":
+            return
+        else:
+            raise CaptureError(None, where, f"{node.op} {k!r} cannot be expressed in the workload "
+                               "schema (conv, fc, pool, add, bn, relu, flatten, dropout)")
+
+    def _pool(self, node, k, where) -> None:
+        nn, F = self.nn, self.torch.nn.functional
+        if node.op == "call_module":
+            m = self.mods[node.target]
+            kern, stride, pad = m.kernel_size, m.stride, m.padding
+        else:
+            kw = dict(zip(("kernel_size", "stride", "padding"), node.args[1:]), **node.kwargs)
+            kern, stride, pad = kw["kernel_size"], kw.get("stride") or kw["kernel_size"], \
+                kw.get("padding", 0)
+        one = [v if isinstance(v, int) else v[0] for v in (kern, stride, pad)]
+        if any(not isinstance(v, int) and len(set(v)) > 1 for v in (kern, stride, pad)):
+            raise CaptureError(None, where, "pools with per-axis kernel/stride/padding are "
+                               "not in the workload schema")
+        kind = "max" if k in (nn.MaxPool2d, F.max_pool2d) else "avg"
+        self.new({"name": node.name, "op": "pool", "in": self.src(node.args[0], where),
+                  "kind": kind, "kernel": one[0], "stride": one[1], "pad": one[2]}, node)
+
+    def _global_pool(self, node, where) -> None:
+        size = self.mods[node.target].output_size if node.op == "call_module" else \
+            (node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size"))
+        if size not in (1, (1, 1), [1, 1]):
+            raise CaptureError(None, where, f"adaptive pooling to {size}: only 1x1 (global) "
+                               "pooling is in the workload schema")
+        self.new({"name": node.name, "op": "pool", "in": self.src(node.args[0], where),
+                  "kind": "avg", "global": True}, node)
+
+
 def write_workload_yaml(model, example_input, path, name: str, *, description: str = "",
                         dataset: str | None = None) -> Workload:
     """Write a runnable workload YAML of an ``nn.Module``, one that `prunesim capture` accepts.
@@ -353,12 +482,9 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
     express it. The layers are checked against `workload_from_model`'s (which checks them against
     the module's real outputs). Returns the workload; `path` gets its YAML (safe_dump).
     """
-    import operator
     from pathlib import Path
 
     import yaml
-    torch, nn = _torch()
-    F = torch.nn.functional
     try:
         from torch import fx
         gm = fx.symbolic_trace(model)
@@ -367,109 +493,13 @@ def write_workload_yaml(model, example_input, path, name: str, *, description: s
                            f"{type(e).__name__}: {e}".splitlines()[0]) from None
     hooked = workload_from_model(model, example_input, name, description=description,
                                  dataset=dataset)
-    mods = dict(gm.named_modules())
-    users = {n: list(n.users) for n in gm.graph.nodes}
-    tensor: dict = {}          # fx node -> workload tensor name
-    producer: dict = {}        # workload tensor name -> its op dict (to set bn / relu)
-    ops: list[dict] = []
-
-    def src(node, where):
-        if node not in tensor:
-            raise CaptureError(None, where, f"input {node.name!r} is not a tensor the workload "
-                               "knows (an op the schema cannot express came before)")
-        return tensor[node]
-
-    def new(op, node):
-        op["out"] = op["name"]
-        ops.append(op)
-        tensor[node] = op["out"]
-        producer[op["out"]] = op
-
-    def fuse(node, flag):
-        """bn / relu on the output of the op that alone produced its input: a flag on that op."""
-        t = tensor.get(node.args[0])
-        op = producer.get(t)
-        if op is not None and len(users[node.args[0]]) == 1 and not op.get("relu") and \
-                (flag == "relu" or (op["op"] == "conv" and not op.get("bn"))) and \
-                (flag != "relu" or op["op"] in ("conv", "fc", "add")):
-            op[flag] = True
-            tensor[node] = t
-            return True
-        return False
-
-    def kind_of(node):
-        if node.op == "call_module":
-            return type(mods[node.target])
-        return node.target
-
+    fxops = _FxOps(gm)
     for node in gm.graph.nodes:
-        k = kind_of(node)
-        where = node.target if node.op == "call_module" else node.name
-        if node.op == "placeholder":
-            tensor[node] = "x"
-        elif node.op == "output":
-            continue
-        elif k in (nn.Conv2d, nn.ConvTranspose2d):
-            new({"name": node.target, "op": "conv", "in": src(node.args[0], where),
-                 **_conv_fields(mods[node.target], node.target, nn)}, node)
-        elif k is nn.Linear:
-            m = mods[node.target]
-            new({"name": node.target, "op": "fc", "in": src(node.args[0], where),
-                 "c_out": m.out_features, "bias": m.bias is not None}, node)
-        elif k is nn.BatchNorm2d:
-            if not fuse(node, "bn"):
-                raise CaptureError(None, where, "a BatchNorm2d that does not alone follow a conv "
-                                   "cannot be expressed in the workload schema")
-        elif k in (nn.ReLU, F.relu, torch.relu, "relu", "relu_"):
-            if not fuse(node, "relu"):
-                raise CaptureError(None, where, "a ReLU that does not alone follow a conv, fc or "
-                                   "add cannot be expressed in the workload schema")
-        elif k in (nn.MaxPool2d, nn.AvgPool2d, F.max_pool2d, F.avg_pool2d):
-            if node.op == "call_module":
-                m = mods[node.target]
-                kern, stride, pad = m.kernel_size, m.stride, m.padding
-            else:
-                kw = dict(zip(("kernel_size", "stride", "padding"), node.args[1:]), **node.kwargs)
-                kern, stride, pad = kw["kernel_size"], kw.get("stride") or kw["kernel_size"], \
-                    kw.get("padding", 0)
-            one = [v if isinstance(v, int) else v[0] for v in (kern, stride, pad)]
-            if any(not isinstance(v, int) and len(set(v)) > 1 for v in (kern, stride, pad)):
-                raise CaptureError(None, where, "pools with per-axis kernel/stride/padding are "
-                                   "not in the workload schema")
-            kind = "max" if k in (nn.MaxPool2d, F.max_pool2d) else "avg"
-            new({"name": node.name, "op": "pool", "in": src(node.args[0], where), "kind": kind,
-                 "kernel": one[0], "stride": one[1], "pad": one[2]}, node)
-        elif k in (nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d):
-            size = mods[node.target].output_size if node.op == "call_module" else \
-                (node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size"))
-            if size not in (1, (1, 1), [1, 1]):
-                raise CaptureError(None, where, f"adaptive pooling to {size}: only 1x1 (global) "
-                                   "pooling is in the workload schema")
-            new({"name": node.name, "op": "pool", "in": src(node.args[0], where), "kind": "avg",
-                 "global": True}, node)
-        elif k in (operator.add, operator.iadd, torch.add, "add", "add_"):
-            a, b = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
-            new({"name": node.name, "op": "add",
-                 "in": [src(a, where), src(b, where)]}, node)
-        elif k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape", nn.Dropout,
-                   nn.Identity, F.dropout):
-            # fc layers flatten their input; dropout and identity change no shape
-            if any(u.op == "call_module" and kind_of(u) is not nn.Linear for u in users[node]) \
-                    and k in (nn.Flatten, torch.flatten, "flatten", "view", "reshape"):
-                raise CaptureError(None, where, "a flatten/view that feeds anything but a Linear "
-                                   "cannot be expressed in the workload schema")
-            tensor[node] = src(node.args[0], where)
-        elif node.op == "get_attr" or (node.op == "call_function" and k is getattr):
-            continue   # e.g. x.size(0) feeding a view: no tensor of the workload
-        elif node.op == "call_method" and k == "size":
-            continue
-        else:
-            raise CaptureError(None, where, f"{node.op} {k!r} cannot be expressed in the workload "
-                               "schema (conv, fc, pool, add, bn, relu, flatten, dropout)")
+        fxops.visit(node)
     n, c, h, w = example_input.shape
     doc = _workload_doc(model, name, description, "write_workload_yaml",
-                        "sim.capture.torchnet.write_workload_yaml (torch.fx trace)", (c, h, w), ops,
-                        dataset)
+                        "sim.capture.torchnet.write_workload_yaml (torch.fx trace)", (c, h, w),
+                        fxops.ops, dataset)
     try:
         wl = workload_from_dict(doc, origin=str(path))
     except PrunesimError as e:

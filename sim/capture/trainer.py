@@ -9,9 +9,11 @@ import shlex
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from sim.errors import CaptureError
+from sim.methods.info import method_info
 from sim.workload import Workload, load_workload
 
 from .datasets import known_datasets, load_dataset
@@ -66,6 +68,210 @@ def _evaluate(model, x, y) -> float:
     return correct / len(y)
 
 
+@dataclass
+class _Loop:
+    """The training loop's state, which PruneTrain's reconfigurations replace mid-run."""
+
+    model: Any
+    opt: Any
+    sched: Any
+    run: Any                  # MethodRun, or None (dense)
+    pt: PruneTrain | None
+    lr: float
+    batch: int                # the initial per-step batch
+    per_epoch: int
+    max_iterations: int | None
+    total: int
+    cur_batch: int = 0
+    seen: int = 0
+    recorded: list[int] = field(default_factory=list)
+
+    def cosine(self, it: float) -> float:
+        return 0.5 * (1 + math.cos(math.pi * min(it, self.total) / self.total))
+
+
+def _check_arguments(epochs, batch, subsample, lr, record_every, train_samples) -> None:
+    if epochs < 1:
+        raise CaptureError(None, "--epochs", f"must be >= 1, got {epochs}")
+    if batch < 1:
+        raise CaptureError(None, "--batch", f"must be >= 1, got {batch}")
+    if subsample is not None and not 1 <= subsample <= batch:
+        raise CaptureError(None, "--subsample", f"must be in 1..--batch ({batch}), got {subsample}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise CaptureError(None, "--lr", f"must be a positive number, got {lr}")
+    if record_every is not None and not (0 < record_every <= 1 and math.isfinite(record_every)):
+        raise CaptureError(None, "--record-every", f"must be a fraction of the schedule in (0, 1], "
+                           f"got {record_every}")
+    if train_samples is not None and train_samples < 1:
+        raise CaptureError(None, "--train-samples", f"must be >= 1, got {train_samples}")
+
+
+def _load_data(model, wl: Workload, dataset: str, train_samples: int | None):
+    """The dataset at the model's input shape and class count, cut to train_samples."""
+    torch, _ = _torch()
+    model.eval()
+    with torch.no_grad():
+        n_out = model(torch.zeros((1, *wl.input_shape))).numel()
+    model.train()
+    ds = load_dataset(dataset, wl.input_shape, classes_available=n_out)
+    if train_samples is not None:
+        if train_samples > len(ds.y_train):
+            raise CaptureError(None, "--train-samples", f"{train_samples} exceeds the "
+                               f"{len(ds.y_train)} training samples of {dataset}")
+        ds.x_train, ds.y_train = ds.x_train[:train_samples], ds.y_train[:train_samples]
+        ds.info = dict(ds.info, train_samples=int(train_samples),
+                       subset="first train_samples of the seeded training split")
+    return ds
+
+
+def _record_at(lp: _Loop, epochs: int, every: int, record_every: float | None):
+    """The iterations to record (None: every `every`-th)."""
+    record_at = None
+    if record_every is not None:
+        if lp.pt is not None:
+            raise CaptureError(None, "--record-every", "not supported with prunetrain (its "
+                               "layer shapes change during the run); use --every")
+        record_at = record_points(lp.total, record_every)
+    if lp.pt is not None and lp.pt.interval < epochs:
+        # after the first reconfiguration the layers no longer have the trace workload's shapes
+        record_at = range(0, lp.pt.interval * lp.per_epoch, every)
+    return record_at
+
+
+def _provenance(wl: Workload, lp: _Loop, ds, spec, grad_transform, *, seed, threads, epochs,
+                record_every, record_at, command) -> dict[str, Any]:
+    provenance = {
+        "model": {"workload": wl.name, "origin": os.path.basename(wl.origin),
+                  "workload_sha256": wl.checksum, "builder": "sim.capture.torchnet.build_model",
+                  "parameters": int(sum(p.numel() for p in lp.model.parameters()))},
+        "dataset": ds.info,
+        "method": {"id": "dense", "params": {}} if grad_transform is None else
+                  {"id": str(getattr(grad_transform, "id", "custom")),
+                   "params": dict(getattr(grad_transform, "params", {}) or {})},
+        "seed": seed,
+        "training": {"device": "cpu", "threads": threads, "deterministic_algorithms": True,
+                     "optimizer": "SGD", "lr": lp.lr, "momentum": MOMENTUM,
+                     "weight_decay": WEIGHT_DECAY, "lr_schedule": "cosine per iteration",
+                     "loss": "cross-entropy (batch mean)", "batch": lp.batch, "epochs": epochs,
+                     "iterations_per_epoch": lp.per_epoch, "drop_last": True,
+                     "max_iterations": lp.max_iterations, "total_iterations": lp.total,
+                     "record_every": record_every,
+                     "progress": None if record_at is None or record_every is None else
+                     {str(i): i / lp.total for i in record_at},
+                     "train_acc": []},
+        "command": command or "sim.capture.trainer.train_and_capture(...)",
+        "software": _versions(),
+    }
+    if spec is not None:
+        provenance["method"] = {**spec.as_dict(), "label": spec.label,
+                                "implementation": "sim.capture.methods.install_method",
+                                "recorded_dO": "dense gradient at each conv module's output "
+                                               "(the method's input)"}
+        if lp.pt is not None:
+            provenance["training"]["lr_schedule"] = ("cosine over samples seen, times the "
+                                                     "PruneTrain batch growth ratio")
+    return provenance
+
+
+def _train_epoch(lp: _Loop, cap, bar, epoch: int, epochs: int, xt, yt, gen) -> tuple[dict, float, int]:
+    """One epoch of SGD steps: (its log row, summed loss, samples seen)."""
+    torch, _ = _torch()
+    perm = torch.randperm(len(yt), generator=gen)
+    loss_sum = 0.0
+    epoch_seen = 0
+    correct = 0
+    for i in range(lp.per_epoch):
+        bar.update(1, note=f"epoch {epoch + 1}/{epochs}")
+        idx = perm[i * lp.cur_batch:(i + 1) * lp.cur_batch]
+        if lp.pt is not None:  # cosine over samples seen, scaled with the grown batch
+            for g in lp.opt.param_groups:
+                g["lr"] = lp.lr * lp.pt.lr_scale * lp.cosine(lp.seen / lp.batch)
+        with cap.iteration(epoch) as it, \
+                (lp.run.iteration(epoch, len(idx)) if lp.run is not None else nullcontext()):
+            logits = lp.model(xt[idx]).flatten(1)
+            loss = torch.nn.functional.cross_entropy(logits, yt[idx])
+            objective = lp.pt.loss(loss, lp.model) if lp.pt is not None else loss
+            lp.opt.zero_grad(set_to_none=True)
+            objective.backward()
+        if it.recording:
+            lp.recorded.append(it.index)
+        if not math.isfinite(loss.item()):
+            raise CaptureError(None, "--lr", f"training diverged (loss {loss.item()}) at "
+                               f"iteration {it.index}; lower the learning rate")
+        lp.opt.step()
+        if lp.sched is not None:
+            lp.sched.step()
+        loss_sum += loss.item()
+        correct += int((logits.detach().argmax(1) == yt[idx]).sum())
+        lp.seen += len(idx)
+        epoch_seen += len(idx)
+    row: dict[str, Any] = {"epoch": epoch, "batch": lp.cur_batch, "iterations": lp.per_epoch,
+                           "train_acc": correct / max(epoch_seen, 1)}
+    return row, loss_sum, epoch_seen
+
+
+def _prunetrain_epoch_end(lp: _Loop, row: dict, epoch: int, epochs: int, epoch_seen: int,
+                          n_train: int, say) -> None:
+    """PruneTrain after an epoch: its counters in the row, zeroing, and maybe a rebuilt model."""
+    pt = lp.pt
+    cur_wl = pt.workload
+    row.update({"flops": prunetrain_flops(cur_wl, 1) * epoch_seen,
+                "weights": sum(l.weight_count for l in cur_wl.layers),
+                "conv_channels": sum(l.c_out for l in cur_wl.layers if l.op == "conv"),
+                "lambda": pt.lam, "lr_scale": pt.lr_scale})
+    row["zeroed_groups"] = pt.zero_small(lp.model, lp.opt)
+    new_model = lp.model
+    if epoch < epochs - 1:  # a rebuild after the last epoch would never train
+        new_model, lp.opt = pt.maybe_reconfigure(epoch, lp.model, lp.opt, n_train=n_train)
+    if new_model is not lp.model:
+        lp.model = new_model
+        lp.run.install(lp.model, pt.workload)
+        lp.cur_batch = pt.batch
+        lp.per_epoch = n_train // lp.cur_batch
+        if lp.max_iterations is not None:
+            lp.per_epoch = min(lp.per_epoch, lp.max_iterations)
+        say(f"prunetrain: epoch {epoch + 1}: rebuilt with "
+            f"{sum(l.c_out for l in pt.workload.layers if l.op == 'conv')} conv "
+            f"channels (was {row['conv_channels']}), batch {lp.cur_batch}, lr x "
+            f"{pt.lr_scale:.2f}")
+
+
+def _run_epochs(lp: _Loop, cap, wl: Workload, epochs: int, ds, gen, method_id: str, say,
+                start: float) -> tuple:
+    """Every epoch: train, evaluate, log. Returns (per-epoch rows, final validation accuracy)."""
+    from sim.progress import Progress
+    torch, _ = _torch()
+    xt, yt = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
+    xv, yv = torch.from_numpy(ds.x_val), torch.from_numpy(ds.y_val)
+    acc = None
+    epoch_rows: list[dict[str, Any]] = []
+    # one bar over the whole run, with rate and ETA, on a terminal (silent in logs; the epoch
+    # lines remain)
+    bar = Progress(lp.total, f"capture {wl.name}", "it")
+    for epoch in range(epochs):
+        row, loss_sum, epoch_seen = _train_epoch(lp, cap, bar, epoch, epochs, xt, yt, gen)
+        if lp.run is not None:
+            row.update({f"{k}_density": v for k, v in lp.run.end_epoch().items()})
+        if lp.pt is not None:
+            _prunetrain_epoch_end(lp, row, epoch, epochs, epoch_seen, len(yt), say)
+        acc = _evaluate(lp.model, xv, yv)
+        wall = time.perf_counter() - start
+        row.update({"train_loss": loss_sum / row["iterations"], "val_acc": acc,
+                    "wall_time_s": wall})
+        epoch_rows.append(row)
+        if lp.run is not None:
+            cap.writer.provenance["method"]["epochs"] = epoch_rows
+        cap.writer.provenance["training"]["train_acc"].append(row["train_acc"])
+        cap.log_epoch(epoch, row["train_loss"], acc, lp.seen, wall, method_id)
+        if bar.enabled:
+            bar._clear()  # the epoch line goes above the bar, which redraws on update
+        say(f"epoch {epoch + 1}/{epochs}: train loss {row['train_loss']:.4f}, "
+            f"train acc {100 * row['train_acc']:.2f} % (running), val acc {100 * acc:.2f} %, "
+            f"{lp.seen} samples, {wall:.1f} s")
+    bar.close()
+    return epoch_rows, acc
+
+
 def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: str | os.PathLike, *,
                       batch: int = 32, every: int = 50, subsample: int | None = None,
                       tensors: str | Iterable[str] = ("dO",), fp16: bool = False, lr: float = 0.05,
@@ -100,19 +306,7 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
     torch, _ = _torch()
     wl = workload if isinstance(workload, Workload) else load_workload(workload)
     tensors = parse_tensors(tensors)
-    if epochs < 1:
-        raise CaptureError(None, "--epochs", f"must be >= 1, got {epochs}")
-    if batch < 1:
-        raise CaptureError(None, "--batch", f"must be >= 1, got {batch}")
-    if subsample is not None and not 1 <= subsample <= batch:
-        raise CaptureError(None, "--subsample", f"must be in 1..--batch ({batch}), got {subsample}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise CaptureError(None, "--lr", f"must be a positive number, got {lr}")
-    if record_every is not None and not (0 < record_every <= 1 and math.isfinite(record_every)):
-        raise CaptureError(None, "--record-every", f"must be a fraction of the schedule in (0, 1], "
-                           f"got {record_every}")
-    if train_samples is not None and train_samples < 1:
-        raise CaptureError(None, "--train-samples", f"must be >= 1, got {train_samples}")
+    _check_arguments(epochs, batch, subsample, lr, record_every, train_samples)
     spec = as_spec(method) if method is not None else None
     if dataset not in known_datasets():
         raise CaptureError(None, "--dataset", f"unknown dataset {dataset!r} (known: "
@@ -125,177 +319,50 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
     try:
         torch.manual_seed(seed)
         model = build_model(wl)
-        model.eval()
-        with torch.no_grad():
-            n_out = model(torch.zeros((1, *wl.input_shape))).numel()
-        model.train()
-        ds = load_dataset(dataset, wl.input_shape, classes_available=n_out)
-        if train_samples is not None:
-            if train_samples > len(ds.y_train):
-                raise CaptureError(None, "--train-samples", f"{train_samples} exceeds the "
-                                   f"{len(ds.y_train)} training samples of {dataset}")
-            ds.x_train, ds.y_train = ds.x_train[:train_samples], ds.y_train[:train_samples]
-            ds.info = dict(ds.info, train_samples=int(train_samples),
-                           subset="first train_samples of the seeded training split")
-        xt, yt = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
-        xv, yv = torch.from_numpy(ds.x_val), torch.from_numpy(ds.y_val)
-        per_epoch = len(yt) // batch
+        ds = _load_data(model, wl, dataset, train_samples)
+        n_train = len(ds.y_train)
+        per_epoch = n_train // batch
         if per_epoch < 1:
-            raise CaptureError(None, "--batch", f"batch {batch} exceeds the {len(yt)} training samples")
+            raise CaptureError(None, "--batch", f"batch {batch} exceeds the {n_train} training samples")
         if max_iterations is not None:
             per_epoch = min(per_epoch, max_iterations)
-        total = per_epoch * epochs
         run = install_method(model, wl, spec, seed=seed, batch=batch) if spec is not None else None
         pt = None
-        if spec is not None and spec.id == "prunetrain":
+        if spec is not None and method_info(spec).is_channel_plan:
             pt = PruneTrain(wl, rho=spec.get("rho"), interval=spec.get("interval"), batch=batch,
-                            max_batch=len(yt))
+                            max_batch=n_train)
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
-
-        def cosine(it: float) -> float:
-            return 0.5 * (1 + math.cos(math.pi * min(it, total) / total))
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine) if pt is None else None
-        record_at = None
-        if record_every is not None:
-            if pt is not None:
-                raise CaptureError(None, "--record-every", "not supported with prunetrain (its "
-                                   "layer shapes change during the run); use --every")
-            record_at = record_points(total, record_every)
-        if pt is not None and pt.interval < epochs:
-            # after the first reconfiguration the layers no longer have the trace workload's shapes
-            record_at = range(0, pt.interval * per_epoch, every)
+        lp = _Loop(model, opt, None, run, pt, lr, batch, per_epoch, max_iterations,
+                   per_epoch * epochs, cur_batch=batch)
+        lp.sched = torch.optim.lr_scheduler.LambdaLR(opt, lp.cosine) if pt is None else None
+        record_at = _record_at(lp, epochs, every, record_every)
         gen = torch.Generator().manual_seed(seed)
-        provenance = {
-            "model": {"workload": wl.name, "origin": os.path.basename(wl.origin),
-                      "workload_sha256": wl.checksum, "builder": "sim.capture.torchnet.build_model",
-                      "parameters": int(sum(p.numel() for p in model.parameters()))},
-            "dataset": ds.info,
-            "method": {"id": "dense", "params": {}} if grad_transform is None else
-                      {"id": str(getattr(grad_transform, "id", "custom")),
-                       "params": dict(getattr(grad_transform, "params", {}) or {})},
-            "seed": seed,
-            "training": {"device": "cpu", "threads": threads, "deterministic_algorithms": True,
-                         "optimizer": "SGD", "lr": lr, "momentum": MOMENTUM,
-                         "weight_decay": WEIGHT_DECAY, "lr_schedule": "cosine per iteration",
-                         "loss": "cross-entropy (batch mean)", "batch": batch, "epochs": epochs,
-                         "iterations_per_epoch": per_epoch, "drop_last": True,
-                         "max_iterations": max_iterations, "total_iterations": total,
-                         "record_every": record_every,
-                         "progress": None if record_at is None or record_every is None else
-                         {str(i): i / total for i in record_at},
-                         "train_acc": []},
-            "command": command or "sim.capture.trainer.train_and_capture(...)",
-            "software": _versions(),
-        }
-        if spec is not None:
-            provenance["method"] = {**spec.as_dict(), "label": spec.label,
-                                    "implementation": "sim.capture.methods.install_method",
-                                    "recorded_dO": "dense gradient at each conv module's output "
-                                                   "(the method's input)"}
-            if pt is not None:
-                provenance["training"]["lr_schedule"] = ("cosine over samples seen, times the "
-                                                         "PruneTrain batch growth ratio")
+        provenance = _provenance(wl, lp, ds, spec, grad_transform, seed=seed, threads=threads,
+                                 epochs=epochs, record_every=record_every, record_at=record_at,
+                                 command=command)
         method_id = spec.label if spec is not None else provenance["method"]["id"]
         say = progress or (lambda s: None)
-        say(f"capture: {wl.name} on {dataset} ({len(yt)} train / {len(yv)} val, input "
+        say(f"capture: {wl.name} on {dataset} ({n_train} train / {len(ds.y_val)} val, input "
             f"{'x'.join(map(str, wl.input_shape))}), {epochs} epoch(s) x {per_epoch} iterations, "
             f"batch {batch}, recording "
             + (f"at fractions {record_every} of the run" if record_every else f"every {every}")
             + f" -> {out}")
         start = time.perf_counter()
-        seen = 0
-        acc = None
-        recorded: list[int] = []
-        epoch_rows: list[dict[str, Any]] = []
-        cur_batch = batch
         with Capture(model, out, wl, every=every, iterations=record_at, subsample=subsample,
                      fp16=fp16, tensors=tensors, batch=batch, provenance=provenance,
                      grad_transform=grad_transform, overwrite=force) as cap:
-            from sim.progress import Progress
-            # one bar over the whole run, with rate and ETA, on a terminal (silent in logs; the
-            # epoch lines remain)
-            bar = Progress(total, f"capture {wl.name}", "it")
-            for epoch in range(epochs):
-                perm = torch.randperm(len(yt), generator=gen)
-                loss_sum = 0.0
-                epoch_seen = 0
-                correct = 0
-                for i in range(per_epoch):
-                    bar.update(1, note=f"epoch {epoch + 1}/{epochs}")
-                    idx = perm[i * cur_batch:(i + 1) * cur_batch]
-                    if pt is not None:  # cosine over samples seen, scaled with the grown batch
-                        for g in opt.param_groups:
-                            g["lr"] = lr * pt.lr_scale * cosine(seen / batch)
-                    with cap.iteration(epoch) as it, \
-                            (run.iteration(epoch, len(idx)) if run is not None else nullcontext()):
-                        logits = model(xt[idx]).flatten(1)
-                        loss = torch.nn.functional.cross_entropy(logits, yt[idx])
-                        objective = pt.loss(loss, model) if pt is not None else loss
-                        opt.zero_grad(set_to_none=True)
-                        objective.backward()
-                    if it.recording:
-                        recorded.append(it.index)
-                    if not math.isfinite(loss.item()):
-                        raise CaptureError(None, "--lr", f"training diverged (loss {loss.item()}) at "
-                                           f"iteration {it.index}; lower the learning rate")
-                    opt.step()
-                    if sched is not None:
-                        sched.step()
-                    loss_sum += loss.item()
-                    correct += int((logits.detach().argmax(1) == yt[idx]).sum())
-                    seen += len(idx)
-                    epoch_seen += len(idx)
-                row: dict[str, Any] = {"epoch": epoch, "batch": cur_batch, "iterations": per_epoch,
-                                       "train_acc": correct / max(epoch_seen, 1)}
-                if run is not None:
-                    row.update({f"{k}_density": v for k, v in run.end_epoch().items()})
-                if pt is not None:
-                    cur_wl = pt.workload
-                    row.update({"flops": prunetrain_flops(cur_wl, 1) * epoch_seen,
-                                "weights": sum(l.weight_count for l in cur_wl.layers),
-                                "conv_channels": sum(l.c_out for l in cur_wl.layers if l.op == "conv"),
-                                "lambda": pt.lam, "lr_scale": pt.lr_scale})
-                    row["zeroed_groups"] = pt.zero_small(model, opt)
-                    new_model = model
-                    if epoch < epochs - 1:  # a rebuild after the last epoch would never train
-                        new_model, opt = pt.maybe_reconfigure(epoch, model, opt, n_train=len(yt))
-                    if new_model is not model:
-                        model = new_model
-                        run.install(model, pt.workload)
-                        cur_batch = pt.batch
-                        per_epoch = len(yt) // cur_batch
-                        if max_iterations is not None:
-                            per_epoch = min(per_epoch, max_iterations)
-                        say(f"prunetrain: epoch {epoch + 1}: rebuilt with "
-                            f"{sum(l.c_out for l in pt.workload.layers if l.op == 'conv')} conv "
-                            f"channels (was {row['conv_channels']}), batch {cur_batch}, lr x "
-                            f"{pt.lr_scale:.2f}")
-                acc = _evaluate(model, xv, yv)
-                wall = time.perf_counter() - start
-                row.update({"train_loss": loss_sum / row["iterations"], "val_acc": acc,
-                            "wall_time_s": wall})
-                epoch_rows.append(row)
-                if run is not None:
-                    cap.writer.provenance["method"]["epochs"] = epoch_rows
-                cap.writer.provenance["training"]["train_acc"].append(row["train_acc"])
-                cap.log_epoch(epoch, row["train_loss"], acc, seen, wall, method_id)
-                if bar.enabled:
-                    bar._clear()  # the epoch line goes above the bar, which redraws on update
-                say(f"epoch {epoch + 1}/{epochs}: train loss {row['train_loss']:.4f}, "
-                    f"train acc {100 * row['train_acc']:.2f} % (running), val acc {100 * acc:.2f} %, "
-                    f"{seen} samples, {wall:.1f} s")
-            bar.close()
+            epoch_rows, acc = _run_epochs(lp, cap, wl, epochs, ds, gen, method_id, say, start)
         wall = time.perf_counter() - start
         for kind, (flushed, nonzero) in sorted(cap._flushed.items()):
             if nonzero and flushed / nonzero > 0.01:
                 say(f"capture: note: float16 storage flushed {100 * flushed / nonzero:.1f} % of the "
                     f"nonzero {kind} values to zero (magnitudes below 6e-8); recorded in the "
                     "manifest (provenance.capture.storage); drop --fp16 to keep them")
-        say(f"capture: recorded iterations {recorded}, final val acc {100 * acc:.2f} %, "
+        say(f"capture: recorded iterations {lp.recorded}, final val acc {100 * acc:.2f} %, "
             f"{wall:.1f} s -> {out}")
-        return {"trace": str(out), "iterations": total if pt is None else seen // batch,
-                "recorded": recorded, "val_acc": acc, "wall_time_s": wall, "classes": ds.classes,
-                "method": method_id, "epochs": epoch_rows}
+        return {"trace": str(out), "iterations": lp.total if pt is None else lp.seen // batch,
+                "recorded": lp.recorded, "val_acc": acc, "wall_time_s": wall,
+                "classes": ds.classes, "method": method_id, "epochs": epoch_rows}
     finally:
         torch.set_num_threads(prev_threads)
         torch.use_deterministic_algorithms(prev_det)

@@ -12,12 +12,13 @@ from typing import Any, Callable
 import numpy as np
 
 from sim.methods.base import MethodResult, WorkAccount
+from sim.methods.info import MethodInfo, method_info
 from sim.methods.nm import parse_nm
 from sim.methods.rng import stream_key
 from sim.workload import Layer
 
 __all__ = ["MethodSpec", "parse_method", "parse_combination", "apply_method", "refuse_unused", "METHOD_IDS", "MethodResult",
-           "stream_key"]
+           "stream_key", "MethodInfo", "method_info"]
 
 
 def _rate(v: str) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import PrunesimError
-from sim.methods import apply_method, parse_method, refuse_unused
+from sim.methods import apply_method, method_info, parse_method, refuse_unused
 from sim.methods.rng import stream_key
 from sim.outputs import check_output
 from sim.workload import Layer
@@ -70,7 +70,7 @@ def cmd_prune(args) -> int:
         refuse_unused(spec, "prune")
     except ValueError as e:
         raise TensorError(None, "--method", str(e)) from None
-    if spec.id in ("random", "prunetrain"):
+    if not method_info(spec).transforms_tensor:
         raise TensorError(None, "--method", f"{spec.id} does not transform a gradient tensor "
                           "(random replaces dW; prunetrain acts on weights)")
     a = _read_tensor(args.input)

@@ -58,7 +58,7 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
 
 
 def build_runs(args):
-    from sim.methods import parse_combination, parse_method, refuse_unused
+    from sim.methods import method_info, parse_combination, parse_method, refuse_unused
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (lasso_trajectory, load_trajectory, parametric_trajectory,
                                        parse_model_spec, simulate_run)
@@ -77,8 +77,8 @@ def build_runs(args):
         raise ConfigError(None, "--method", str(e)) from None
     # prunetrain + a gradient method: the trajectory narrows the network, the other method acts
     # on the remaining channels (simulate_run with the narrowed widths and that method)
-    pt = next((sp for sp in specs if sp.id == "prunetrain"), None)
-    spec = next((sp for sp in specs if sp.id != "prunetrain"), pt)
+    pt = next((sp for sp in specs if method_info(sp).is_channel_plan), None)
+    spec = next((sp for sp in specs if not method_info(sp).is_channel_plan), pt)
     from sim.replay import training_values
     v = training_values(d, w.dataset, epochs=args.epochs, batch=args.batch,
                         samples=getattr(args, "train_samples", None))

@@ -39,6 +39,7 @@ import numpy as np
 
 from sim.errors import ConfigError
 from sim.methods.prunetrain import space_channels
+from sim.system.trajectory import Trajectory, layer_widths
 from sim.workload import Workload
 from sim.yamlio import load_yaml_file
 
@@ -266,7 +267,6 @@ def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
                      fit: Fit | None = None):
     """Channel widths from each reconfiguration epoch on, from the fitted model."""
-    from sim.system.prunetrain import Trajectory, layer_widths
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)

@@ -30,11 +30,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sim.errors import ConfigError
+from sim.methods.info import method_info
 from sim.methods.prunetrain import space_channels
 from sim.system.collectives import levels_of
 from sim.system.memory import BATCH_STEP, footprint
 from sim.system.timeline import (IterationResult, layer_times, optimizer_seconds,
                                  simulate_iteration)
+from sim.system.trajectory import Trajectory, apply_widths, layer_widths  # noqa: F401 (re-exported)
 from sim.workload import Workload, lower
 from sim.yamlio import load_yaml_file
 
@@ -43,28 +45,6 @@ DATASET_SAMPLES = {"cifar10": 50_000, "cifar100": 50_000, "imagenet": 1_281_167}
 # [V] CIFAR: Krizhevsky 2009 (50,000 training images); ImageNet-1k: ILSVRC2012 train set
 DEFAULT_EPOCHS = {"cifar10": 182, "cifar100": 182, "imagenet": 90}      # [U] common schedules
 DEFAULT_BATCH = {"cifar10": 128, "cifar100": 128, "imagenet": 64}       # PruneTrain's initial batches
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    points: tuple[tuple[int, tuple[tuple[str, int, int], ...]], ...]   # (epoch, ((layer, cin, cout)))
-    source: str
-
-    def widths_at(self, epoch: int) -> dict[str, tuple[int, int]]:
-        out: dict[str, tuple[int, int]] = {}
-        for e, ws in self.points:
-            if e <= epoch:
-                out = {n: (a, b) for n, a, b in ws}
-        return out
-
-
-def apply_widths(workload: Workload, widths: dict[str, tuple[int, int]]) -> Workload:
-    """The workload with some layers narrowed (pure: returns a new Workload)."""
-    if not widths:
-        return workload
-    layers = tuple(replace(l, c_in=widths[l.name][0], c_out=widths[l.name][1])
-                   if l.name in widths else l for l in workload.layers)
-    return replace(workload, layers=layers)
 
 
 def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: float = 0.5,
@@ -83,16 +63,6 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
         pts.append((e, layer_widths(workload, chans, width)))
     return Trajectory(tuple(pts), f"parametric model (keep={keep}, residual_keep={residual_keep}, "
                                   f"tau_frac={tau_frac}, interval={interval})")
-
-
-def layer_widths(workload: Workload, chans: dict, width: dict) -> tuple:
-    """(layer, c_in, c_out) of every layer once its channel spaces keep `width` of `chans` channels
-    (an FC layer's inputs are the flattened positions of its input space's channels)."""
-    ws = []
-    for l in workload.layers:
-        cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
-        ws.append((l.name, cin, width[l.out_space]))
-    return tuple(ws)
 
 
 def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
@@ -317,18 +287,19 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     # which layers skip WGC (and, for zero, the all-reduce) at each batch of the schedule period
     skip_sets: list[frozenset[str]] = [frozenset()]
     comm_skip = False
-    if method.id in ("zero", "random"):
+    info = method_info(method)
+    if info.system_effect == "skip-wgc":
         table = paper_schedule(method.get("schedule"), len(workload.convs))
         skip_sets = [frozenset(c.name for i, c in enumerate(workload.convs) if applies(table, i, b))
                      for b in range(table.shape[1])]
-        comm_skip = method.id == "zero"
-        if method.id == "random":
-            notes.append("random: WGC skipped, generated dW still all-reduced; generation cost "
-                         "not charged")
-    elif method.id.startswith("sdgp-"):
+        comm_skip = info.skips_allreduce
+        if not comm_skip:
+            notes.append(f"{method.id}: WGC skipped, generated dW still all-reduced; generation "
+                         "cost not charged")
+    elif info.system_effect == "nm-agbp":
         notes.append(f"{method.id}: AGBP on the engine's n:m sparse tensor cores (nominal density "
                      "n/m, pruning and compression passes charged); roofline fallback: dense")
-    elif method.id not in ("dense", "prunetrain"):
+    elif info.system_effect == "not-modelled":
         notes.append(f"{method.id}: per-layer compute effect not wired at system level; dense "
                      "layer times and unchanged communication")
     cache: dict = {}

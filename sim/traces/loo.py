@@ -17,6 +17,8 @@ are kept for the density-versus-progress evidence (docs/synthetic-traces.md).
 from __future__ import annotations
 
 import math
+import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +26,8 @@ import numpy as np
 
 from sim.errors import TraceError
 from sim.traces import gradmodel as gm
+from sim.traces import synth
+from sim.traces.synth import Stats, fit_many, iteration_progress, synthetic_grads
 from sim.traces.format import open_trace
 
 DBTD_P = (0.7, 0.8, 0.9, 0.99)
@@ -78,7 +82,6 @@ METRICS = ("density",) + tuple(f"dbtd{p}" for p in DBTD_P) + tuple(f"sdgp{nm}" f
 def loo_check(trace_paths: list[str], seed: int = 0,
               progress: Callable[[str], None] | None = None) -> list[dict]:
     """One entry per held-out network: per-point and run-mean metrics, real and synthetic."""
-    from sim.traces.synth import Stats, fit_many, iteration_progress, synthetic_grads
     if len(trace_paths) < 2:
         raise TraceError(None, "--check", "leave-one-network-out needs at least two traces")
     full = fit_many(trace_paths, progress=None)
@@ -146,3 +149,21 @@ def progress_table(results: list[dict], p: float = 0.99) -> str:
                          f"{pt['synth'][f'dbtd{p}']:.3f} | {pt['real']['density']:.3f} | "
                          f"{pt['synth']['density']:.3f} |")
     return "\n".join(lines)
+
+
+def cmd_fit(args) -> int:
+    """`prunesim trace fit`: with --check, the leave-one-network-out tables first; then the fit
+    itself (sim.traces.synth.cmd_fit) when --out is given. The check lives here, not in synth, so
+    that loo depends on synth and never the other way (no import cycle)."""
+    if getattr(args, "check", False):
+        t0 = time.perf_counter()
+        res = loo_check(args.trace, progress=lambda s: print(s, file=sys.stderr, flush=True))
+        print("leave-one-network-out, run means over the recorded progress points: "
+              "real / synthetic (error)")
+        print(loo_table(res))
+        print()
+        print(progress_table(res))
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        if args.out is None:
+            return 0
+    return synth.cmd_fit(args)

@@ -288,18 +288,7 @@ def fit_many(trace_paths: list[str | os.PathLike],
 
 
 def cmd_fit(args) -> int:
-    if getattr(args, "check", False):
-        from sim.traces import loo
-        t0 = time.perf_counter()
-        res = loo.loo_check(args.trace, progress=lambda s: print(s, file=sys.stderr, flush=True))
-        print("leave-one-network-out, run means over the recorded progress points: "
-              "real / synthetic (error)")
-        print(loo.loo_table(res))
-        print()
-        print(loo.progress_table(res))
-        print(f"({time.perf_counter() - t0:.0f} s)")
-        if args.out is None:
-            return 0
+    """`prunesim trace fit` without --check (sim.traces.loo.cmd_fit runs the check, then this)."""
     if args.out is None:
         raise TraceError(None, "--out", "required (unless --check)")
     from sim.outputs import check_output
