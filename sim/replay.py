@@ -406,14 +406,14 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
 
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
     w = trace.workload
-    records = totals.records()
-    from sim.results.store import cache_model_field
-    for rec in records:  # part of a stored point's key: exact and profile points never collide
-        rec["cache_model"] = cache_model_field(rec["hw_kind"], getattr(args, "cache_model", None))
+    from sim.results.store import point_record
+    by_name = {e.hw.name: e.hw for e in engines}
+    # one stored shape with sweeps and the API (a replay of one iteration is a different point)
+    records = [{k: v for k, v in point_record(r, by_name[r["hw"]], cache_model=getattr(
+        args, "cache_model", None), only_iteration=args.iteration).items() if k != "key"}
+        for r in totals.records()]
     if store is not None:
         for rec in records:
-            # a replay of one iteration is a different point from the whole trace's
-            rec["only_iteration"] = args.iteration
             store.put(rec)
         store.close()
     if args.json:
