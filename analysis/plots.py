@@ -147,23 +147,25 @@ def plot_speedup(records, out, formats=("png", "svg"), metric="backprop_speedup"
 
 def layer_records(trace, hws, methods, seed: int = 0) -> list[dict]:
     """Per (captured iteration, layer, hardware, method): the phase seconds at the trace's batch,
-    from sim.replay.replay_layers (the same computation `prunesim replay` runs)."""
-    from sim.replay import engines_for, parse_methods, replay_layers
+    from sim.driver.run_trace (the same computation `prunesim replay` runs)."""
+    from sim.driver import aggregate, engines_for, run_trace
+    from sim.replay import parse_methods
     from sim.traces.format import Trace, open_trace
     tr = trace if isinstance(trace, Trace) else open_trace(trace)
     engines = engines_for(list(hws))
     specs = parse_methods(list(methods))
-    hw_kind = {hw.name: hw.kind for hw, _ in engines}
+    hw_kind = {e.hw.name: e.hw.kind for e in engines}
     out = []
-    for row in replay_layers(tr, specs, engines, seed):
-        for label, e in row["methods"].items():
-            for hw, sec in e["seconds"].items():
-                out.append({"hw": hw, "hw_kind": hw_kind[hw], "workload": tr.workload.name,
-                            "batch": tr.batch, "method": label, "iteration": row["iteration"],
-                            "layer": row["layer"], "op": row["op"],
-                            "fwd_s": sec.get("fwd", 0.0), "agbp_s": sec.get("agbp", 0.0),
-                            "wgc_s": sec.get("wgc", 0.0), "overhead_s": e["overhead"][hw],
-                            "density": e["density"]})
+    for step in run_trace(tr, specs, engines, seed=seed):
+        dens = {lr.method: lr.density for lr in step.methods}
+        op = step.methods[0].op
+        for (hw, label), a in aggregate(step.phases, ("hw", "method")).items():
+            if a["reason"] is not None:
+                continue
+            out.append({"hw": hw, "hw_kind": hw_kind[hw], "workload": tr.workload.name,
+                        "batch": tr.batch, "method": label, "iteration": step.iteration,
+                        "layer": step.layer, "op": op, "fwd_s": a["fwd"], "agbp_s": a["agbp"],
+                        "wgc_s": a["wgc"], "overhead_s": a["overhead_s"], "density": dens[label]})
     return out
 
 
@@ -480,17 +482,17 @@ def plot_comm(runs, out, formats=("png", "svg")) -> list[Path]:
 def roofline_points(workload, batch: int, hw) -> list[dict]:
     """Per dense (layer, phase) on a GPU hwconfig: FLOPs, DRAM bytes and seconds of its kernels
     as the tensor-core engine models them (GEMM or direct kernel, col2im included)."""
-    from sim.engines.gpu import legacy as tc
+    from sim.driver import engine_for, phase_kernels
     from sim.workload import lower
     if hw.kind != "gpu":
         raise ConfigError(hw.path, "kind", "the roofline plot is for GPU hwconfigs (the "
                           "tensor-core engine's rates); CPU configs have no single math roof here")
     out = []
+    engine = engine_for(hw)
     for l in workload.layers:
-        for ph, g in lower(l, batch).items():
-            if ph == "agbp" and not l.needs_agbp:
-                continue
-            ks = tc.simulate_phase(g, None, hw)
+        gs = lower(l, batch)
+        for ph, ks in phase_kernels(engine, l, batch, None).items():
+            g = gs[ph]
             secs = sum(k.seconds for k in ks)
             out.append({"hw": hw.name, "workload": workload.name, "batch": batch,
                         "layer": l.name, "phase": ph, "flops": g.flops,

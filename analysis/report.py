@@ -3,7 +3,7 @@ method that applies there, a summary table, a result store and the five plots.
 
     python -m analysis.report [--out out] [--trace DIR ...] [--quick]
 
-One pass over each trace (sim.replay.replay_layers) feeds both the network-level records and the
+One pass over each trace (sim.driver.run_trace) feeds both the network-level records and the
 per-layer plot, so the methods run once per recorded tensor and every engine reuses the result.
 """
 from __future__ import annotations
@@ -33,7 +33,8 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
     from analysis import plots
     from sim.results.tables import format_table
     from sim.hwconfig import load_hwconfig
-    from sim.replay import Totals, engines_for, parse_methods, replay_layers
+    from sim.driver import aggregate, engines_for, run_trace
+    from sim.replay import Totals, parse_methods
     from sim.traces.format import open_trace
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -54,15 +55,15 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
             # SDGP on the TITAN Xp falls back to dense with one warning per layer; those records
             # are dropped below (applies()) and reported once
             warnings.filterwarnings("ignore", message=".*running dense", category=RuntimeWarning)
-            rows = list(replay_layers(tr, specs, engines))
-        for row in rows:
-            totals.add(row)
-            for label, e in row["methods"].items():
-                for hw, sec in e["seconds"].items():
+            steps = list(run_trace(tr, specs, engines))
+        for step in steps:
+            totals.add(step)
+            for (hw, label), a in aggregate(step.phases, ("hw", "method")).items():
+                if a["reason"] is None:
                     layer_recs.append({"hw": hw, "workload": tr.workload.name, "batch": tr.batch,
-                                       "method": label, "iteration": row["iteration"],
-                                       "layer": row["layer"], "fwd_s": sec.get("fwd", 0.0),
-                                       "agbp_s": sec.get("agbp", 0.0), "wgc_s": sec.get("wgc", 0.0)})
+                                       "method": label, "iteration": step.iteration,
+                                       "layer": step.layer, "fwd_s": a["fwd"],
+                                       "agbp_s": a["agbp"], "wgc_s": a["wgc"]})
         by_name = {hw.name: hw for hw in hws}
         for r in totals.records():
             why = applies(r["method_id"], by_name[r["hw"]]) or r.get("reason")

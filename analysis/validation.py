@@ -167,7 +167,7 @@ def _fail(section: str, what: str, exc: BaseException) -> Row:
 
 
 def _conv_phase_seconds(hw, wl, batch, method=None):
-    from sim.engines.gpu.legacy import simulate_workload
+    from sim.driver import simulate_workload
     rows = simulate_workload(hw, wl, batch, method=method, layers=wl.convs)
     tot = {"fwd": 0.0, "agbp": 0.0, "wgc": 0.0}
     agbp = {"gemm": 0.0, "col2im": 0.0, "overhead": 0.0}
@@ -242,10 +242,9 @@ def _a_network(name: str, hws, samples: int, seed: int, speed: bool,
                pub_density: float | None = None) -> dict:
     import numpy as np
 
-    from sim.engines import cpu as cpu_engine
+    from sim.driver import engine_for, phase_kernels
     from sim.methods import apply_method, parse_method, stream_key
     from sim.methods.base import scale_work
-    from sim.replay import layer_kernels
     from sim.traces.synth import synthetic_grads
     from sim.workload import load_workload
     wl = load_workload(name)
@@ -287,9 +286,9 @@ def _a_network(name: str, hws, samples: int, seed: int, speed: bool,
             for h in hws:
                 d = s = 0.0
                 for l in wl.convs:
-                    dense = layer_kernels(h, cpu_engine, l, A_BATCH, None, seed)
-                    sparse = layer_kernels(h, cpu_engine, l, A_BATCH,
-                                           scale_work(mset[l.name], A_BATCH / samples), seed)
+                    dense = phase_kernels(engine_for(h), l, A_BATCH, None, seed=seed)
+                    sparse = phase_kernels(engine_for(h), l, A_BATCH,
+                                           scale_work(mset[l.name], A_BATCH / samples), seed=seed)
                     for ph in ("agbp", "wgc"):
                         d += sum(k.seconds for k in dense.get(ph, []))
                         s += sum(k.seconds for k in sparse.get(ph, []))
@@ -301,9 +300,9 @@ def _a_network(name: str, hws, samples: int, seed: int, speed: bool,
             for l in wl.convs:
                 # through the engine contract, so DBTD's own passes (|g| sum, pruning) are charged
                 # like every other overhead, with the work of `samples` samples scaled to the batch
-                dense = layer_kernels(h, cpu_engine, l, A_BATCH, None, seed)
-                sparse = layer_kernels(h, cpu_engine, l, A_BATCH,
-                                       scale_work(mrs[l.name], A_BATCH / samples), seed)
+                dense = phase_kernels(engine_for(h), l, A_BATCH, None, seed=seed)
+                sparse = phase_kernels(engine_for(h), l, A_BATCH,
+                                       scale_work(mrs[l.name], A_BATCH / samples), seed=seed)
                 for ph in ("agbp", "wgc"):
                     d += sum(k.seconds for k in dense.get(ph, []))
                     for k in sparse.get(ph, []):
@@ -381,15 +380,15 @@ def rows_a(quick: bool = False, samples: int = 32, seed: int = 0) -> Iterator[Ro
 
 
 def _b_layer(cin, cout, hw_):
-    from sim.engines.gpu import legacy as tc
-    _, layers, _ = tc._conv_workload(f"{B_BATCH},{cin},{cout},{hw_},{hw_},3,3,1,1")
+    from sim.engines.cli import conv_workload
+    _, layers, _ = conv_workload(f"{B_BATCH},{cin},{cout},{hw_},{hw_},3,3,1,1")
     return layers[0]
 
 
 def _b_wgc(hw, layer, method=None):
     """(dense-or-method WGC seconds, approx kernel seconds, transpose seconds, kernels)."""
-    from sim.engines.gpu import legacy as tc
-    ks = tc.simulate_layer(hw, layer, B_BATCH, method=method, phases=("wgc",))["wgc"]
+    from sim.driver import simulate_layer
+    ks = simulate_layer(hw, layer, B_BATCH, method=method, phases=("wgc",))["wgc"]
     kern = sum(k.seconds for k in ks if k.kernel in ("approx-wgc", "zero-dW"))
     tr = sum(k.seconds for k in ks if k.kernel.startswith("transpose"))
     return sum(k.seconds for k in ks), kern, tr, ks
@@ -398,12 +397,13 @@ def _b_wgc(hw, layer, method=None):
 def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
     import numpy as np
 
-    from sim.engines.gpu import legacy as tc
+    from sim.driver import engine_for, phase_kernels, simulate_layer
     from sim.hwconfig import load_hwconfig
     from sim.methods import apply_method, parse_method, stream_key
     from sim.methods.schedule import paper_schedule
-    from sim.workload import load_workload, lower
+    from sim.workload import load_workload
     hw = load_hwconfig("titan-xp")
+    engine = engine_for(hw)
     approx = parse_method("approx")
     for cin, cout, hw_, p_cud, p_k, p_t, p_tot, p_sp in PUB_B_KERNELS:
         layer = _b_layer(cin, cout, hw_)
@@ -441,7 +441,7 @@ def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
     sched = [l for i, l in enumerate(wl.convs) if table[i, 0]]
 
     def step(w):
-        return {l.name: {ph: sum(k.seconds for k in v) for ph, v in tc.simulate_layer(hw, l, B_BATCH).items()}
+        return {l.name: {ph: sum(k.seconds for k in v) for ph, v in simulate_layer(hw, l, B_BATCH).items()}
                 for l in w.layers}
     dense = step(wl)
     t_dense = sum(sum(v.values()) for v in dense.values())
@@ -452,12 +452,12 @@ def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
         spec = parse_method(mid)
         new = 0.0
         for l in sched:
-            g = lower(l, B_BATCH)["wgc"]
             arr = (np.asarray(tr_.tensor(it, l.name), np.float32) if mid == "approx" else
                    np.zeros((1,) + tuple(l.tensor_shapes(1)["dO"][1:]), np.float32))
             mr = apply_method(spec, l, arr, key=stream_key(0, l.index, it), batch=B_BATCH,
                               scheduled=True)
-            new += sum(k.seconds for k in tc.simulate_phase(g, mr, hw, layer=l, batch=B_BATCH))
+            new += sum(k.seconds for k in phase_kernels(engine, l, B_BATCH, mr,
+                                                        phases=("wgc",))["wgc"])
         t_new = t_dense - wgc_sched + new
         pct = (t_dense / t_new - 1) * 100
         yield Row("B", f"end-to-end training speedup, ResNet-20 schedule 1, {mid}", PUB_B_E2E[mid],

@@ -30,20 +30,24 @@ METHODS = ["dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "app
 CHILD = r"""
 import json, resource, sys, time
 from sim.engines.cpu import CACHE_MODEL
-from sim.replay import Totals, engines_for, parse_methods, replay_layers
+from sim.replay import Totals, parse_methods
 from sim.traces.format import open_trace
+try:   # the driver (#19); a checkout from before it runs the same bench (before/after in one run)
+    from sim.driver import engines_for, run_trace
+except ImportError:
+    from sim.replay import engines_for, replay_layers as run_trace
 trace_dir, warm_dir, hws, methods = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(";")
 CACHE_MODEL.set(sys.argv[5] if len(sys.argv) > 5 else "exact")
 engines = engines_for([h for h in hws if h])
 ms = parse_methods(methods)
 if warm_dir != "-":
-    for _ in replay_layers(open_trace(warm_dir), ms, engines):
+    for _ in run_trace(open_trace(warm_dir), ms, engines):
         pass
 t0 = time.perf_counter()
 tr = open_trace(trace_dir)
 tot = Totals(tr, ms, engines)
 layers = 0
-for row in replay_layers(tr, ms, engines):
+for row in run_trace(tr, ms, engines):
     tot.add(row)
     layers += 1
 wall = time.perf_counter() - t0
@@ -54,7 +58,8 @@ print(json.dumps({"wall_s": wall, "peak_rss_mb": rss, "layers": layers,
 
 
 def _child(args: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # PRUNESIM_BENCH_ROOT: time another checkout with this bench (before/after a change)
+    env = dict(os.environ, PYTHONPATH=os.environ.get("PRUNESIM_BENCH_ROOT", str(ROOT)))
     out = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -64,7 +69,8 @@ def _synth(workload: str, batch: int, out: Path, subsample: int | None = None) -
     if (out / "manifest.json").exists():
         return {"reused": str(out)}
     t0 = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # PRUNESIM_BENCH_ROOT: time another checkout with this bench (before/after a change)
+    env = dict(os.environ, PYTHONPATH=os.environ.get("PRUNESIM_BENCH_ROOT", str(ROOT)))
     cmd = [sys.executable, "-m", "sim", "trace", "synth", "--workload", workload, "--batch",
            str(batch), "--out", str(out), "--force"]
     if subsample:

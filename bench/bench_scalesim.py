@@ -84,19 +84,20 @@ else:
 PRUNESIM_CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from sim.engines.gpu import legacy as tc
+from sim.driver import simulate_workload
+from sim.engines.gpu import gemm as tc   # its GEMM cache statistics only
 from sim.hwconfig import load_hwconfig
 from sim.workload import load_workload
 n = int(sys.argv[2]); batches = [int(b) for b in sys.argv[3:]]
 hw = load_hwconfig("%(hw)s")
 wl = load_workload("%(wl)s")
-tc.simulate_workload(hw, load_workload("resnet9"), 2)   # JIT warm-up, all phases
+simulate_workload(hw, load_workload("resnet9"), 2)   # JIT warm-up, all phases
 layers = wl.convs[:n]
 out = []
 for b in batches:
     tc._gemm_cached.cache_clear()
     t0 = time.perf_counter()
-    rows = tc.simulate_workload(hw, wl, b, layers=layers)
+    rows = simulate_workload(hw, wl, b, layers=layers)
     dt = time.perf_counter() - t0
     out.append({"batch": b, "sim_s": dt, "layers": len(rows),
                 "gemms": sum(len(r["phases"]) for r in rows),

@@ -1,45 +1,31 @@
 """Replay: the main job. Streams a trace layer by layer through the methods and every engine.
 
-`replay_layers` is a generator: per captured (iteration, layer) it computes each method's result
-once, on the recorded tensor, and hands it to every hardware engine (so a sweep over many hwconfigs
-pays for the trace statistics once per method). `Totals` keeps only per-(hardware, method) running
-sums and turns them into network-level records. `cmd_replay` prints rows as layers finish.
+The loop itself is the driver's (sim.driver.run_trace: per captured (iteration, layer) each
+method's result is computed once, on the recorded tensor, and handed to every hardware engine, so a
+sweep over many hwconfigs pays for the trace statistics once per method). `Totals` keeps only
+per-(hardware, method) running sums (sim.driver.Sums) and turns them into network-level records;
+`json_row` is the `--json` view of one layer. `cmd_replay` prints rows as layers finish.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import sys
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from sim.results.tables import SPEEDUP_RULE, StreamTable, format_table, performance_table
 from sim import __version__
 from sim.errors import ConfigError
-from sim.engines.base import Unsupported, fallback_of, unsupported_reason
-from sim.engines.energy import NA as NA_ENERGY, kernels_energy
-from sim.hwconfig import KINDS, HwConfig, load_hwconfig
-from sim.methods import MethodSpec, apply_method, parse_method, refuse_unused, stream_key
-from sim.methods.base import MethodResult, scale_work
-from sim.traces.format import Trace, open_checked_trace, stream_checked
+from sim.driver import LayerRun, Sums, engines_for, run_trace  # noqa: F401 (engines_for: API)
+from sim.engines.energy import NA as NA_ENERGY
+from sim.methods import MethodSpec, parse_method, refuse_unused
+from sim.traces.format import Trace, open_checked_trace
 from sim.traces.inspect import finite_or_none
-from sim.workload import Layer, lower
 
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
 PHASES = ("fwd", "agbp", "wgc")
-_FALLBACK_WARNING = r".*(running|runs) dense"   # the engines' sparse-fallback warnings
-
-
-def engines_for(hws: list[HwConfig | str]) -> list[tuple[HwConfig, object]]:
-    """(hwconfig, engine module) pairs; strings are loaded (names or paths)."""
-    out = []
-    for h in hws:
-        hw = h if isinstance(h, HwConfig) else load_hwconfig(h)
-        out.append((hw, importlib.import_module(KINDS[hw.kind])))
-    return out
 
 
 def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
@@ -62,110 +48,53 @@ def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
     return out
 
 
-def layer_kernels(hw: HwConfig, engine, layer: Layer, batch: int, mr: MethodResult | None,
-                  seed: int = 0) -> dict[str, list]:
-    """Every kernel of one layer's phases on one engine; AGBP is skipped where nothing needs it.
-
-    mr is the method's result on the recorded tensor, with its work already scaled to the full
-    batch; the method's own kernels are charged once, on the first phase it touches.
-    """
-    gemms = lower(layer, batch)
-    run = [ph for ph in PHASES if ph != "agbp" or layer.needs_agbp]
-    charge_at = next((ph for ph in run if mr is not None and ph in mr.phases), None)
-    for ph in run:
-        why = unsupported_reason(hw, layer, mr, ph)
-        if why:
-            raise Unsupported(None, ph, why)
-    return {ph: engine.simulate_phase(gemms[ph], mr, hw, layer=layer, batch=batch, seed=seed,
-                                      charge_method=(ph == charge_at) if mr else None)
-            for ph in run}
-
-
-def replay_layers(trace: Trace, methods: list[MethodSpec], engines: list[tuple[HwConfig, object]],
-                  seed: int = 0, iteration: int | None = None) -> Iterator[dict]:
-    """Per recorded (iteration, layer): shapes, dO statistics, and per method its density, work and
-    per-hardware phase seconds (with the method-overhead share). A (hardware, method) pair the
-    engine does not model for this layer has its reason in `not_run` instead of seconds; one that
-    ran some phase dense although the method asked for sparsity has the reason in `fallback`."""
-    w = trace.workload
-    conv_index = {l.name: i for i, l in enumerate(w.convs)}
-    need_csr = any(hw.kind == "cpu" for hw, _ in engines)
-    scale = trace.batch / trace.recorded_batch
-    for rec, arr, stats in stream_checked(trace, "dO", iteration):
-        layer = w.layer(rec.layer)
-        g = lower(layer, trace.batch)
-        per_method = {}
-        for m in methods:
-            res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
-                               batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
-                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr,
-                               dense_output=False)
-            mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
-            entry = {"density": res.density, "structure": res.structure,
-                     "work": res.work.as_dict(), "seconds": {}, "overhead": {}, "not_run": {},
-                     "fallback": {}, "energy": {},
-                     **{k: v for k, v in res.extra.items() if k != "work_scaled_by"}}
-            for hw, engine in engines:
-                try:
-                    with warnings.catch_warnings():
-                        # a fallback is the row's `fallback` field, summarized once by the caller
-                        warnings.filterwarnings("ignore", _FALLBACK_WARNING, RuntimeWarning)
-                        ks = layer_kernels(hw, engine, layer, trace.batch, mr, seed)
-                except Unsupported as e:
-                    entry["not_run"][hw.name] = e.message
-                    continue
-                entry["fallback"][hw.name] = fallback_of(ks)
-                entry["seconds"][hw.name] = {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
-                entry["overhead"][hw.name] = sum(k.seconds for kl in ks.values() for k in kl
-                                                 if k.kernel.endswith("-overhead"))
-                entry["energy"][hw.name] = kernels_energy(hw, [k for kl in ks.values() for k in kl])
-            per_method[m.label] = entry
-        yield {"iteration": rec.iteration, "epoch": rec.epoch, "layer": rec.layer, "op": layer.op,
-               "block": layer.block, "shape": list(rec.shape),
-               "agbp_mnk": [g["agbp"].m, g["agbp"].n, g["agbp"].k],
-               "wgc_mnk": [g["wgc"].m, g["wgc"].n, g["wgc"].k], "stats": stats,
-               "methods": per_method}
+def json_row(step: LayerRun) -> dict:
+    """A recorded layer as `replay --json` prints it (its "layers" entries): shapes, dO statistics,
+    and per method its density, work and per-hardware phase seconds, overhead, energy, "not run"
+    reasons and sparse fallbacks. Built from the driver's flat rows for that output only."""
+    l0 = step.methods[0]
+    per_method = {}
+    for lr in step.methods:
+        per_method[lr.method] = {"density": lr.density, "structure": lr.structure,
+                                 "work": lr.work, "seconds": {}, "overhead": {}, "not_run": {},
+                                 "fallback": {}, "energy": {}, **lr.extra}
+    for r in step.phases:
+        e = per_method[r.method]
+        if r.status != "ok":
+            e["not_run"][r.hw] = r.reason
+            continue
+        e["seconds"].setdefault(r.hw, {})[r.phase] = r.seconds
+        e["overhead"][r.hw] = e["overhead"].get(r.hw, 0.0) + r.overhead_s
+        e["fallback"][r.hw] = e["fallback"].get(r.hw) or r.fallback
+        if r.hw not in e["energy"] or e["energy"][r.hw] is not None:
+            en = e["energy"].get(r.hw, {})
+            e["energy"][r.hw] = None if r.energy is None else \
+                {k: en.get(k, 0.0) + v for k, v in r.energy.items()}
+    return {"iteration": l0.iteration, "epoch": l0.epoch, "layer": l0.layer, "op": l0.op,
+            "block": l0.block, "shape": list(l0.shape), "agbp_mnk": list(l0.agbp_mnk),
+            "wgc_mnk": list(l0.wgc_mnk), "stats": l0.stats, "methods": per_method}
 
 
 @dataclass
 class Totals:
-    """Running sums over replayed layers; nothing per layer is kept."""
+    """Running sums over replayed layers (sim.driver.Sums per (hardware, method)); nothing per
+    layer is kept. `records()` gives one flat network-level record per (hardware, method)."""
 
     trace: Trace
     methods: list[MethodSpec]
-    engines: list[tuple[HwConfig, object]]
+    engines: list
     seed: int = 0
     iterations: set = field(default_factory=set)
     dens: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
-    time: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
-    not_run: dict = field(default_factory=dict)      # (hw, method) -> first reason
-    fallback: dict = field(default_factory=dict)     # (hw, method) -> [layers, first reason]
-    energy: dict = field(default_factory=dict)       # (hw, method) -> {cause: J} or None (n/a)
+    sums: Sums = field(default_factory=lambda: Sums(("hw", "method")))
 
-    def add(self, row: dict) -> None:
-        self.iterations.add(row["iteration"])
-        for label, e in row["methods"].items():
-            for hw, why in e.get("not_run", {}).items():
-                self.not_run.setdefault((hw, label), why)
-            for hw, why in e.get("fallback", {}).items():
-                if why:
-                    fb = self.fallback.setdefault((hw, label), [set(), why])
-                    fb[0].add(row["layer"])
-            if row["op"] == "conv":
-                self.dens[label][0] += e["density"]
-                self.dens[label][1] += 1
-            for hw, sec in e["seconds"].items():
-                t = self.time[(hw, label)]
-                for ph, v in sec.items():
-                    t[ph] += v
-                t["overhead"] += e["overhead"][hw]
-                en = e.get("energy", {}).get(hw)
-                key = (hw, label)
-                if en is None:
-                    self.energy[key] = None          # one layer without a table: no network total
-                elif self.energy.setdefault(key, dict.fromkeys(en, 0.0)) is not None:
-                    for k, v in en.items():
-                        self.energy[key][k] += v
+    def add(self, step: LayerRun) -> None:
+        self.iterations.add(step.iteration)
+        for lr in step.methods:
+            if lr.op == "conv":
+                self.dens[lr.method][0] += lr.density
+                self.dens[lr.method][1] += 1
+        self.sums.update(step.phases)
 
     def mean_density(self) -> dict[str, float]:
         return {m.label: self.dens[m.label][0] / self.dens[m.label][1]
@@ -173,50 +102,58 @@ class Totals:
 
     def records(self) -> list[dict]:
         """One flat record per (hardware, method): per-iteration phase times and speedups."""
-        n = max(1, len(self.iterations))
-        dens = self.mean_density()
-        tr = self.trace
-        tr_sum = trace_checksum(tr)
-        out = []
-        for hw, _ in self.engines:
-            base = self.time.get((hw.name, "dense"))
-            for m in self.methods:
-                t = self.time[(hw.name, m.label)]
-                fwd, agbp, wgc = t["fwd"] / n, t["agbp"] / n, t["wgc"] / n
-                rec = {"prunesim": __version__, "hw": hw.name, "hw_kind": hw.kind,
-                       "hw_checksum": hw.checksum, "workload": tr.workload.name,
-                       "trace": str(tr.path), "trace_checksum": tr_sum,
-                       "batch": tr.batch, "iterations": n, "seed": self.seed,
-                       "method": m.label, "method_id": m.id,
-                       "method_params": json.dumps(dict(m.params), sort_keys=True),
-                       "density": dens.get(m.label), "fwd_s": fwd, "agbp_s": agbp, "wgc_s": wgc,
-                       "overhead_s": t["overhead"] / n, "backprop_s": agbp + wgc,
-                       "step_s": fwd + agbp + wgc, "status": "ok", "reason": None,
-                       "fallback": fallback_text(self.fallback.get((hw.name, m.label))),
-                       "backprop_speedup": None, "step_speedup": None,
-                       "energy_j": None, "energy_split": None}
-                en = self.energy.get((hw.name, m.label))
-                if en is not None:
-                    rec["energy_j"] = en["total"] / n
-                    rec["energy_split"] = json.dumps({k: v / n for k, v in en.items()
-                                                      if k != "total"}, sort_keys=True)
-                why = self.not_run.get((hw.name, m.label))
-                if why is not None:
-                    # no numbers: a partial sum over the layers the engine did model would pass
-                    # for the network's time
-                    rec.update({k: None for k in ("density", "fwd_s", "agbp_s", "wgc_s",
-                                                  "overhead_s", "backprop_s", "step_s",
-                                                  "energy_j", "energy_split")},
-                               status="not run", reason=why, fallback=None)
-                if self.not_run.get((hw.name, "dense")) is not None:
-                    base = None
-                if base is not None and why is None:
-                    bbp = (base["agbp"] + base["wgc"]) / n
-                    bstep = bbp + base["fwd"] / n
-                    rec["backprop_speedup"] = bbp / rec["backprop_s"] if rec["backprop_s"] else None
-                    rec["step_speedup"] = bstep / rec["step_s"] if rec["step_s"] else None
-                out.append(rec)
-        return out
+        return network_records(self.sums.result(), [e.hw for e in self.engines], self.methods,
+                               self.trace, self.seed, max(1, len(self.iterations)),
+                               self.mean_density())
+
+
+def network_records(sums: dict, hws, methods, trace: Trace, seed: int, n: int,
+                    dens: dict) -> list[dict]:
+    """The network records of `aggregate(rows, ("hw", "method"))` over n iterations of a trace."""
+    tr_sum = trace_checksum(trace)
+    out = []
+    empty = {"fwd": 0.0, "agbp": 0.0, "wgc": 0.0, "overhead_s": 0.0, "energy": {}, "reason": None,
+             "fallback": None, "fallback_layers": set()}
+    for hw in hws:
+        base = sums.get((hw.name, "dense"))
+        if base is not None and base["reason"] is not None:
+            base = None
+        for m in methods:
+            t = sums.get((hw.name, m.label), empty)
+            fwd, agbp, wgc = t["fwd"] / n, t["agbp"] / n, t["wgc"] / n
+            rec = {"prunesim": __version__, "hw": hw.name, "hw_kind": hw.kind,
+                   "hw_checksum": hw.checksum, "workload": trace.workload.name,
+                   "trace": str(trace.path), "trace_checksum": tr_sum,
+                   "batch": trace.batch, "iterations": n, "seed": seed,
+                   "method": m.label, "method_id": m.id,
+                   "method_params": json.dumps(dict(m.params), sort_keys=True),
+                   "density": dens.get(m.label), "fwd_s": fwd, "agbp_s": agbp, "wgc_s": wgc,
+                   "overhead_s": t["overhead_s"] / n, "backprop_s": agbp + wgc,
+                   "step_s": fwd + agbp + wgc, "status": "ok", "reason": None,
+                   "fallback": fallback_text((t["fallback_layers"], t["fallback"])
+                                             if t["fallback"] else None),
+                   "backprop_speedup": None, "step_speedup": None,
+                   "energy_j": None, "energy_split": None}
+            en = t["energy"]
+            if en:
+                rec["energy_j"] = en["total"] / n
+                rec["energy_split"] = json.dumps({k: v / n for k, v in en.items()
+                                                  if k != "total"}, sort_keys=True)
+            why = t["reason"]
+            if why is not None:
+                # no numbers: a partial sum over the layers the engine did model would pass
+                # for the network's time
+                rec.update({k: None for k in ("density", "fwd_s", "agbp_s", "wgc_s",
+                                              "overhead_s", "backprop_s", "step_s",
+                                              "energy_j", "energy_split")},
+                           status="not run", reason=why, fallback=None)
+            if base is not None and why is None:
+                bbp = (base["agbp"] + base["wgc"]) / n
+                bstep = bbp + base["fwd"] / n
+                rec["backprop_speedup"] = bbp / rec["backprop_s"] if rec["backprop_s"] else None
+                rec["step_speedup"] = bstep / rec["step_s"] if rec["step_s"] else None
+            out.append(rec)
+    return out
 
 
 def fallback_text(fb) -> str | None:
@@ -316,7 +253,7 @@ def cmd_replay(args) -> int:
               f"{_name(prov.get('method'))}, dataset {_name(prov.get('dataset'))}"
               + ("" if trace.complete else "  [capture was interrupted: partial trace]"))
         if engines:
-            print("hardware: " + ", ".join(f"{hw.name} ({hw.kind})" for hw, _ in engines))
+            print("hardware: " + ", ".join(f"{e.hw.name} ({e.hw.kind})" for e in engines))
         print("methods: " + ", ".join(m.label for m in methods))
     header = ["iter", "layer", "block", "dO shape", "AGBP MxNxK", "mean |g|", "kurt"] + \
              [_short(m) for m in methods]
@@ -326,7 +263,7 @@ def cmd_replay(args) -> int:
     layer_rows = []
     from sim.engines.cli import cache_model_for
     with warnings.catch_warnings(record=True) as caught, \
-            cache_model_for(args, {hw.kind for hw, _ in engines}):
+            cache_model_for(args, {e.hw.kind for e in engines}):
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
@@ -440,46 +377,49 @@ def _print_warnings(caught) -> None:
 
 
 def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows) -> None:
-    for row in replay_layers(trace, methods, engines, seed, args.iteration):
-        totals.add(row)
+    for step in run_trace(trace, methods, engines, seed=seed, iteration=args.iteration):
+        totals.add(step)
         if args.json:
-            rows_out.append(row)
+            rows_out.append(json_row(step))
             continue
-        st = row["stats"]
-        table.row([row["iteration"], row["layer"], row["block"], "x".join(map(str, row["shape"])),
-                   "x".join(map(str, row["agbp_mnk"])), f"{st['mean_abs']:.2e}",
-                   f"{st['kurtosis']:.1f}"] + [f"{row['methods'][m.label]['density']:.4f}"
-                                               for m in methods])
+        l0 = step.methods[0]
+        st = l0.stats
+        table.row([l0.iteration, l0.layer, l0.block, "x".join(map(str, l0.shape)),
+                   "x".join(map(str, l0.agbp_mnk)), f"{st['mean_abs']:.2e}",
+                   f"{st['kurtosis']:.1f}"] + [f"{lr.density:.4f}" for lr in step.methods])
         if getattr(args, "layers", False) and engines:
+            by = {(r.method, r.hw): [] for r in step.phases}
+            for r in step.phases:
+                by[(r.method, r.hw)].append(r)
             for m in methods:
-                for hw, _ in engines:
-                    e = row["methods"][m.label]
-                    sec = e["seconds"].get(hw.name)
-                    if sec is None:   # not run: the engine does not model this combination
-                        layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
+                for e in engines:
+                    rs = by[(m.label, e.hw.name)]
+                    if rs[0].status != "ok":   # not run: the engine does not model this combination
+                        layer_rows.append([l0.iteration, l0.layer, e.hw.name, m.label,
                                            "-", "-", "-", "not run"])
                         continue
-                    layer_rows.append([row["iteration"], row["layer"], hw.name, m.label,
+                    sec = {r.phase: r.seconds for r in rs}
+                    layer_rows.append([l0.iteration, l0.layer, e.hw.name, m.label,
                                        *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES),
-                                       "dense (fallback)" if e["fallback"].get(hw.name) else ""])
+                                       "dense (fallback)" if any(r.fallback for r in rs) else ""])
 
 
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
     w = trace.workload
-    records = totals.records()
-    from sim.results.store import cache_model_field
-    for rec in records:  # part of a stored point's key: exact and profile points never collide
-        rec["cache_model"] = cache_model_field(rec["hw_kind"], getattr(args, "cache_model", None))
+    from sim.results.store import point_record
+    by_name = {e.hw.name: e.hw for e in engines}
+    # one stored shape with sweeps and the API (a replay of one iteration is a different point)
+    records = [{k: v for k, v in point_record(r, by_name[r["hw"]], cache_model=getattr(
+        args, "cache_model", None), only_iteration=args.iteration).items() if k != "key"}
+        for r in totals.records()]
     if store is not None:
         for rec in records:
-            # a replay of one iteration is a different point from the whole trace's
-            rec["only_iteration"] = args.iteration
             store.put(rec)
         store.close()
     if args.json:
         print(json.dumps(finite_or_none({"trace": str(trace.path), "workload": w.name,
                                          "batch": trace.batch,
-                                         "hardware": [hw.name for hw, _ in engines],
+                                         "hardware": [e.hw.name for e in engines],
                                          "layers": rows_out,
                                          "mean_conv_density": totals.mean_density(),
                                          "performance": records,

@@ -8,7 +8,8 @@ import pytest
 
 from sim.cli import main
 from sim.errors import TraceError
-from sim.replay import engines_for, parse_methods, replay_layers
+from sim.driver import engines_for, run_trace
+from sim.replay import parse_methods
 from sim.traces import format as tf
 from sim.traces.stats import layer_stats
 
@@ -87,7 +88,7 @@ def test_replay_reads_each_tensor_once(cnn2_trace, monkeypatch):
     monkeypatch.setattr(tf, "read_tensor", counting)
     monkeypatch.setattr(tf.Trace, "load", lambda *a, **k: pytest.fail("second read"))
     tr = tf.open_checked_trace(cnn2_trace)
-    rows = list(replay_layers(tr, parse_methods(["dense", "dbtd:p=0.9"]),
-                              engines_for(["a100-sxm4-40gb"])))
+    rows = list(run_trace(tr, parse_methods(["dense", "dbtd:p=0.9"]),
+                          engines_for(["a100-sxm4-40gb"])))
     n_do = sum(r.kind == "dO" for r in tr.records)
     assert len(rows) == n_do and len(calls) == n_do and set(calls.values()) == {1}

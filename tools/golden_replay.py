@@ -24,7 +24,8 @@ RECORD_FIELDS = ("density", "fwd_s", "agbp_s", "wgc_s", "overhead_s", "backprop_
 
 
 def compute() -> dict:
-    from sim.replay import Totals, engines_for, parse_methods, replay_layers
+    from sim.driver import engines_for, run_trace
+    from sim.replay import Totals, json_row, parse_methods
     from sim.traces.format import open_trace
     hws = sorted(str(p) for p in (ROOT / "hwconfigs").glob("*.yaml"))
     out: dict = {}
@@ -34,8 +35,9 @@ def compute() -> dict:
         specs = parse_methods(list(METHODS))
         totals = Totals(tr, specs, engines, 0)
         layers = {}
-        for row in replay_layers(tr, specs, engines, 0, ITERATION):
-            totals.add(row)
+        for step in run_trace(tr, specs, engines, seed=0, iteration=ITERATION):
+            totals.add(step)
+            row = json_row(step)
             for label, e in row["methods"].items():
                 for hw, sec in e["seconds"].items():
                     layers[f"{row['layer']}|{label}|{hw}"] = {

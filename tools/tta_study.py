@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.validation import PUB_D_ACCURACY, PUB_D_NM_ACCURACY  # noqa: E402  (inputs)
-from sim.engines.gpu import legacy as tensorcore  # noqa: E402
+from sim.driver import simulate_workload  # noqa: E402
 from sim.hwconfig import load_hwconfig, with_overrides  # noqa: E402
 from sim.methods import parse_method  # noqa: E402
 from sim.system.tta import curve_for, load_curves, time_to_accuracy  # noqa: E402
@@ -41,7 +41,7 @@ def iteration_seconds(hw, workload, batch: int, method: str | None) -> float:
     spec = parse_method(method) if method else None
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # an unsupported pattern must not pass
-        rows = tensorcore.simulate_workload(hw, workload, batch, method=spec)
+        rows = simulate_workload(hw, workload, batch, method=spec)
     return sum(k.seconds for r in rows for ks in r["phases"].values() for k in ks)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sim.results.store import ResultStore, cache_model_field, point_key
+from sim.results.store import ResultStore, point_record
 
 
 def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = None, *,
@@ -26,7 +26,8 @@ def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = 
     With `db` the records are also stored (existing points are kept, not duplicated).
     `cache_model` is replay's `--cache` (CPU hardware only: "exact", the default, or "profile").
     """
-    from sim.replay import Totals, engines_for, parse_methods, replay_layers
+    from sim.driver import engines_for, run_trace
+    from sim.replay import Totals, parse_methods
     from sim.traces.format import open_trace
     tr = open_trace(Path(trace).resolve())  # records name traces by absolute path, as sweeps do
     engines = engines_for(list(hw))
@@ -34,14 +35,11 @@ def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = 
     totals = Totals(tr, specs, engines, seed)
     from sim.results.sweep import _cache_model
     with _cache_model(cache_model):
-        for row in replay_layers(tr, specs, engines, seed, iteration):
-            totals.add(row)
-    recs = []
-    for r in totals.records():
-        hwc = next(h for h, _ in engines if h.name == r["hw"])
-        r = {**r, "only_iteration": iteration, "trace_source": "trace", "hw_path": hwc.path,
-             "hw_overrides": "{}", "cache_model": cache_model_field(r["hw_kind"], cache_model)}
-        recs.append({"key": point_key(r), **r})
+        for step in run_trace(tr, specs, engines, seed=seed, iteration=iteration):
+            totals.add(step)
+    by_name = {e.hw.name: e.hw for e in engines}
+    recs = [point_record(r, by_name[r["hw"]], cache_model=cache_model, only_iteration=iteration)
+            for r in totals.records()]
     if db is not None:
         with ResultStore(db) as st:
             for r in recs:

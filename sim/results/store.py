@@ -99,6 +99,17 @@ def cache_model_field(hw_kind: str, name: str | None = None) -> str | None:
     return (name or DEFAULT_CACHE_MODEL) if hw_kind == "cpu" else None
 
 
+def point_record(rec: dict, hw, *, cache_model: str | None = None,
+                 only_iteration: int | None = None, trace_source: str = "trace",
+                 overrides: dict | None = None) -> dict:
+    """The one shape of a stored network record (replay --db, sweep and the API all store this):
+    the driver's network record plus where the point came from, with its `key` first."""
+    r = {**rec, "only_iteration": only_iteration, "trace_source": trace_source,
+         "hw_path": hw.path, "hw_overrides": json.dumps(overrides or {}, sort_keys=True),
+         "cache_model": cache_model_field(rec["hw_kind"], cache_model)}
+    return {"key": point_key(r), **r}
+
+
 def layer_key(point: str, layer: str) -> str:
     return hashlib.sha256(f"{point}\0{layer}".encode()).hexdigest()
 

@@ -5,7 +5,7 @@ workloads, and methods, stored point by point in a resumable result store.
         --trace traces/sample-resnet20-mnist5k --method dbtd:p=0.99 --db results.sqlite
 
 How the work is cut: points are grouped by trace (the method set is the sweep's), and a group runs
-`replay_layers` once with every hardware variant of the group as an engine, so each method is
+`sim.driver.run_trace` once with every hardware variant of the group as an engine, so each method is
 applied to each recorded tensor once per group, however many hardware points there are. When
 there are fewer groups than workers, a group's hardware list is split into chunks (each chunk
 recomputes the methods: the price of using the idle workers). A point's numbers never depend on
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import glob as _glob
 import hashlib
-import importlib
 import itertools
 import json
 import math
@@ -36,10 +35,10 @@ from typing import Any, Callable, Iterator
 
 from sim import __version__
 from sim.errors import ConfigError, PrunesimError, TraceError
-from sim.hwconfig import KINDS, HwConfig, load_hwconfig, with_overrides
+from sim.hwconfig import HwConfig, load_hwconfig, with_overrides
 from sim.limits import check_budget
 from sim.progress import Progress
-from sim.results.store import ResultStore, cache_model_field, point_key
+from sim.results.store import ResultStore, cache_model_field, point_key, point_record
 from sim.yamlio import load_yaml_file
 
 DEFAULT_BATCH = 64
@@ -277,61 +276,55 @@ def run_group(task: dict) -> dict:
 
 
 def _run_group(task: dict) -> list[dict]:
+    from sim.driver import Sums, engine_for, run_trace
     from sim.methods import parse_method
-    from sim.replay import Totals, replay_layers, trace_checksum
+    from sim.replay import Totals, trace_checksum
     from sim.traces.format import open_trace
     trace = open_trace(task["trace"])
     if trace_checksum(trace) != task["trace_checksum"]:
         raise TraceError(trace.path, "manifest.json", "differs from the trace the sweep planned "
                          "(changed since, or a different file at this path on this worker)")
     methods = [parse_method(s) for s in task["methods"]]
-    engines = [(hw, importlib.import_module(KINDS[hw.kind])) for hw in task["hw"]]
+    engines = [engine_for(hw) for hw in task["hw"]]
     seed = task["seed"]
     totals = Totals(trace, methods, engines, seed)
     cm = task.get("cache_model")
-    # per (hw, method, layer): sums over captured iterations of phase seconds, overhead, density
-    lay: dict = defaultdict(lambda: defaultdict(float))
+    # per (hw, method, layer): sums over captured iterations of phase seconds and overhead; per
+    # (method, layer): of the density
+    lay = Sums(("hw", "method", "layer"))
+    dens: dict = defaultdict(float)
     meta: dict[str, dict] = {}
-    fb_lay: dict = {}
     with _cache_model(cm):  # rows are computed lazily: the whole loop is inside
-        for row in replay_layers(trace, methods, engines, seed):
-            totals.add(row)
-            meta.setdefault(row["layer"], {"op": row["op"], "block": row["block"]})
-            for label, e in row["methods"].items():
-                for hw_name, sec in e["seconds"].items():
-                    acc = lay[(hw_name, label, row["layer"])]
-                    acc["n"] += 1
-                    acc["density"] += e["density"]
-                    acc["overhead"] += e["overhead"][hw_name]
-                    for ph, v in sec.items():
-                        acc[ph] += v
-                    why = e.get("fallback", {}).get(hw_name)
-                    if why:
-                        fb_lay.setdefault((hw_name, label, row["layer"]), why)
+        for step in run_trace(trace, methods, engines, seed=seed):
+            totals.add(step)
+            lay.update(step.phases)
+            for lr in step.methods:
+                meta.setdefault(lr.layer, {"op": lr.op, "block": lr.block})
+                dens[(lr.method, lr.layer)] += lr.density
+    lay = lay.result()
     order = {l.name: i for i, l in enumerate(trace.workload.layers)}
     out = []
     for rec in totals.records():
-        rec["only_iteration"] = None  # a sweep replays every captured iteration
-        rec["trace_source"] = task["source"]
-        rec["hw_path"] = next(h.path for h in task["hw"] if h.name == rec["hw"])
-        rec["hw_overrides"] = json.dumps(task["overrides"].get(rec["hw"], {}), sort_keys=True)
-        rec["cache_model"] = cache_model_field(rec["hw_kind"], cm)
+        hw = next(h for h in task["hw"] if h.name == rec["hw"])
+        rec = point_record(rec, hw, cache_model=cm, trace_source=task["source"],
+                           overrides=task["overrides"].get(rec["hw"], {}))
+        del rec["key"]   # the store adds it
         layers = []
         # a "not run" point has no per-layer numbers (the engine did not model all of them)
         for name in sorted(meta, key=order.__getitem__) if rec["status"] == "ok" else ():
             acc = lay.get((rec["hw"], rec["method"], name))
-            if not acc:
+            if not acc or acc["reason"] is not None:
                 continue
-            n = acc["n"]
+            n = len(acc["iterations"])
             layers.append({**{k: rec[k] for k in ("hw", "hw_kind", "hw_checksum", "workload",
                                                   "trace_checksum", "batch", "seed", "method",
                                                   "method_id", "method_params", "prunesim",
                                                   "cache_model")},
                            "layer": name, "layer_index": order[name], **meta[name],
-                           "iterations": int(n), "density": acc["density"] / n,
+                           "iterations": int(n), "density": dens[(rec["method"], name)] / n,
                            "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
-                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead"] / n,
-                           "fallback": fb_lay.get((rec["hw"], rec["method"], name))})
+                           "wgc_s": acc["wgc"] / n, "overhead_s": acc["overhead_s"] / n,
+                           "fallback": acc["fallback"]})
         out.append({"record": rec, "layers": layers})
     return out
 

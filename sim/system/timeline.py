@@ -1,9 +1,9 @@
 """One training iteration on many devices, in SimPy: compute stream, DDP buckets, all-reduce stream.
 
 Inputs are per-layer times (`layer_times`): FWD, AGBP and WGC seconds and the gradient bytes each
-layer contributes. The engines (sim.engines.tensorcore) provide them when that engine and the
-device's hwconfig load; otherwise a roofline fallback (documented below, labeled in every output)
-stands in.
+layer contributes. The engine of the device's hwconfig provides them through sim.driver; the
+roofline model (documented below, labeled in every output) stands in only when asked for
+(`train --roofline`) or when the device names no hwconfig. An engine error propagates.
 
 The iteration (data-parallel, one replica per device, all devices symmetric):
   compute stream: FWD over layers in order, then the backward in reverse: per layer AGBP then WGC
@@ -48,7 +48,7 @@ class Timing:
     """Per-layer times of one workload at one batch and where they came from."""
 
     layers: tuple[LayerTimes, ...]
-    source: str          # "engine:tensorcore (hw, dtype)", ROOFLINE_ASKED or "roofline fallback (why)"
+    source: str          # "engine:tensorcore (hw, dtype)", ROOFLINE_ASKED or ROOFLINE_NO_HW
 
     @property
     def fallback(self) -> bool:
@@ -69,7 +69,7 @@ ROOFLINE_ASKED = ("roofline model (asked for with --roofline: peak_math and mem_
 # ------------------------------------------------------------------------------- layer times
 
 def roofline_seconds(g: Gemm, peak_flops: float, mem_bw: float, dtype_bytes: int) -> float:
-    """FALLBACK: max(flops / peak math, compulsory operand bytes / memory bandwidth).
+    """The roofline model: max(flops / peak math, compulsory operand bytes / memory bandwidth).
 
     Knows nothing of tiles, waves, odd channel counts or SIMD lanes: it cannot show why pruned
     layers run below peak, which is the engine's job (sim.engines.tensorcore)."""
@@ -78,15 +78,20 @@ def roofline_seconds(g: Gemm, peak_flops: float, mem_bw: float, dtype_bytes: int
 
 ENGINE_DTYPE = {2: "fp16", 4: "fp32"}   # activation bytes -> the engine's data type
 
+# the source of times when the cluster's device names no hwconfig: nothing for an engine to read
+ROOFLINE_NO_HW = ("roofline model (the device names no hwconfig: peak_math and mem_bandwidth of "
+                  "the cluster's device)")
+
 
 @lru_cache(maxsize=65536)
-def _engine_phase_seconds(g: Gemm, hw_name: str, dtype: str, spec=None, layer=None,
-                          batch: int = 0) -> float:
-    """Engine seconds of one phase; spec/layer given: SDGP's nominal n:m result on AGBP."""
-    from sim.engines.gpu import legacy as tensorcore
-    from sim.engines.base import total_seconds
-    mr = tensorcore.nominal_nm_result(spec, layer, batch) if spec is not None else None
-    return total_seconds(tensorcore.simulate_phase(g, mr, _load_hw(hw_name), dtype=dtype))
+def _engine_layer_seconds(hw_name: str, layer, batch: int, dtype: str, spec=None) -> dict:
+    """Engine seconds per phase of one layer (sim.driver); spec given: SDGP's nominal n:m result
+    (on AGBP, where SDGP prunes). Engine errors propagate: there is no silent fallback."""
+    from sim.driver import engine_for, phase_kernels
+    from sim.methods.synthetic import nominal_nm_result
+    mr = nominal_nm_result(spec, layer, batch) if spec is not None else None
+    ks = phase_kernels(engine_for(_load_hw(hw_name)), layer, batch, mr, dtype=dtype)
+    return {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
 
 
 @lru_cache(maxsize=16)
@@ -95,49 +100,36 @@ def _load_hw(name: str):
     return load_hwconfig(name)
 
 
-def _engine_available(hw_name: str) -> str | None:
-    """None when sim.engines.tensorcore and the hwconfig load, else the reason they do not."""
-    try:
-        import sim.engines.gpu.legacy as tc  # noqa: F401
-        if not hasattr(tc, "simulate_phase"):
-            return "sim.engines.tensorcore has no simulate_phase yet"
-        _load_hw(hw_name)
-    except Exception as e:  # an engine under construction may fail in any way: say so, fall back
-        return f"{type(e).__name__}: {e}".splitlines()[0][:160]
-    return None
-
-
 def layer_times(workload: Workload, batch: int, device, training, engine: str = "auto",
                 method=None) -> Timing:
     """FWD/AGBP/WGC seconds and gradient bytes per layer at the workload's widths.
 
-    engine: "auto" (tensorcore when it loads, else the roofline fallback), "roofline" (the roofline
-    model by choice: `train --roofline`).
-    method: a MethodSpec; SDGP (sdgp-*) prunes AGBP through the engine's nominal n:m result
-    (engine only; the roofline fallback has no sparse model). Every other method: dense times."""
-    reason = "asked" if engine == "roofline" else _engine_available(device.hwconfig)
+    engine: "auto" (the engine of the device's hwconfig, through sim.driver; the roofline model
+    only when the device names no hwconfig, said in the source), "roofline" (the roofline model by
+    choice: `train --roofline`). An engine error (a hwconfig that does not load, a layer the engine
+    does not model) propagates as its one-line error: no silent fallback.
+    method: a MethodSpec; SDGP (sdgp-*) prunes AGBP through the nominal n:m result (engine only;
+    the roofline model has no sparse model). Every other method: dense times."""
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
+    roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
     sdgp = method if (method is not None and method.id.startswith("sdgp-")) else None
     gb = int(training.grad_bytes.value)
+    hw = None if roofline else _load_hw(device.hwconfig)
     out = []
     for l in workload.layers:
-        gs = lower(l, batch)
-        t = {}
-        for ph, g in gs.items():
-            if ph == "agbp" and not l.needs_agbp:
-                t[ph] = 0.0
-            elif reason is None:
-                if ph == "agbp" and sdgp is not None:
-                    t[ph] = _engine_phase_seconds(g, device.hwconfig, dtype, sdgp, l, batch)
-                else:
-                    t[ph] = _engine_phase_seconds(g, device.hwconfig, dtype)
-            else:
-                t[ph] = roofline_seconds(g, device.peak_math.value, device.mem_bandwidth.value, dt)
-        out.append(LayerTimes(l.name, t["fwd"], t["agbp"], t["wgc"], l.param_count * gb,
-                              l.param_count))
-    src = (f"engine:tensorcore ({device.hwconfig}, {dtype})" if reason is None
-           else ROOFLINE_ASKED if engine == "roofline" else f"roofline fallback ({reason})")
+        if roofline:
+            t = {ph: 0.0 if ph == "agbp" and not l.needs_agbp else
+                 roofline_seconds(g, device.peak_math.value, device.mem_bandwidth.value, dt)
+                 for ph, g in lower(l, batch).items()}
+        else:
+            t = _engine_layer_seconds(device.hwconfig, l, batch, dtype, sdgp)
+        out.append(LayerTimes(l.name, t["fwd"], t.get("agbp", 0.0), t["wgc"],
+                              l.param_count * gb, l.param_count))
+    if roofline:
+        src = ROOFLINE_ASKED if engine == "roofline" else ROOFLINE_NO_HW
+    else:
+        src = f"engine:{'tensorcore' if hw.kind == 'gpu' else hw.kind} ({device.hwconfig}, {dtype})"
     return Timing(tuple(out), src)
 
 

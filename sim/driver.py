@@ -1,0 +1,294 @@
+"""The driver: the only loop that runs layers through engines.
+
+Per layer it lowers once, applies the method once (on a trace's recorded tensor: `run_trace`; on
+synthetic gradients: `run_workload`), asks every engine whether it `supports` each phase, decides
+once where the method's own work is charged (`charge_phase`), and yields flat typed rows:
+
+    LayerRow  per (iteration, layer, method): what is method- but not hardware-specific (density,
+              structure, work, dO statistics, shapes);
+    PhaseRow  per (iteration, layer, method, hardware, phase): seconds, the method-overhead share
+              (kernels of category "method-overhead"), energy, status "ok" / "not run" (one row
+              with phase "" and the reason), the sparse fallback.
+
+`aggregate(rows, keys)` (and its running form `Sums`) sums PhaseRows per key; replay's network
+records, sweeps, the API, the report, plots, validation and the system timeline are built on it.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from sim.engines.base import (Engine, KernelResult, PhaseJob, Unsupported, engine_for,
+                              fallback_of)
+from sim.workload import lower
+
+PHASES = ("fwd", "agbp", "wgc")
+FALLBACK_WARNING = r".*(running|runs) dense"   # the engines' sparse-fallback warnings
+
+
+def engines_for(hws) -> list[Engine]:
+    """One engine per hwconfig; strings are loaded (bundled names or paths)."""
+    from sim.hwconfig import HwConfig, load_hwconfig
+    return [engine_for(h if isinstance(h, HwConfig) else load_hwconfig(h)) for h in hws]
+
+
+def charge_phase(method_result, run: Iterable[str]) -> str | None:
+    """The one phase whose kernels include the method's own passes: the first phase the method
+    names among those run (None: dense, or it names none of them)."""
+    if method_result is None:
+        return None
+    return next((ph for ph in PHASES if ph in run and ph in method_result.phases), None)
+
+
+def phase_kernels(engine: Engine, layer, batch: int, method_result, *, phases=PHASES,
+                  dtype: str | None = None, threads: int = 1,
+                  seed: int = 0) -> dict[str, list[KernelResult]]:
+    """Every kernel of one layer's phases on one engine; AGBP is skipped where nothing needs it.
+
+    method_result: the method's result with its work already scaled to `batch`, or None (dense).
+    Raises Unsupported (field: the phase) when the engine does not model a phase, before any
+    engine work."""
+    gemms = lower(layer, batch)
+    run = [ph for ph in PHASES if ph in phases and (ph != "agbp" or layer.needs_agbp)]
+    at = charge_phase(method_result, run)
+    jobs = [PhaseJob(layer, ph, gemms[ph], batch, method_result, ph == at, dtype, threads, seed)
+            for ph in run]
+    for job in jobs:
+        why = engine.supports(job)
+        if why:
+            raise Unsupported(None, job.phase, why)
+    return {job.phase: engine.simulate(job) for job in jobs}
+
+
+# ----------------------------------------------------------------------------------------------
+# rows
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One method on one recorded (or synthesized) layer dO: nothing hardware-specific."""
+
+    iteration: int | None
+    epoch: int | None
+    layer: str
+    op: str
+    block: str | None
+    method: str                  # the method's label
+    density: float
+    structure: str
+    work: dict
+    extra: dict                  # the method's extra fields (schedule, nominal, ...)
+    shape: tuple = ()            # dO as recorded
+    agbp_mnk: tuple = ()
+    wgc_mnk: tuple = ()
+    stats: dict | None = None    # the recorded dO's statistics (trace only)
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    """One layer phase of one method on one hardware; status "not run": phase "" and the reason."""
+
+    iteration: int | None
+    epoch: int | None
+    layer: str
+    op: str
+    block: str | None
+    method: str
+    hw: str
+    hw_kind: str
+    phase: str
+    seconds: float = 0.0
+    overhead_s: float = 0.0      # kernels of category "method-overhead", included in `seconds`
+    energy: dict | None = None   # joules by cause with "total"; None where the hwconfig has no table
+    status: str = "ok"
+    reason: str | None = None
+    fallback: str | None = None  # why this phase ran dense although the method asked for sparsity
+    kernels: tuple = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """Everything the driver computed for one (iteration, layer): its LayerRows and PhaseRows."""
+
+    methods: tuple[LayerRow, ...]
+    phases: tuple[PhaseRow, ...]
+
+    @property
+    def iteration(self):
+        return self.methods[0].iteration
+
+    @property
+    def layer(self) -> str:
+        return self.methods[0].layer
+
+
+def phase_rows(engine: Engine, layer, batch: int, method_result, *, method: str,
+               iteration=None, epoch=None, phases=PHASES, dtype=None, threads: int = 1,
+               seed: int = 0) -> list[PhaseRow]:
+    """The PhaseRows of one (layer, method) on one engine; Unsupported becomes a "not run" row."""
+    from sim.engines.energy import kernels_energy
+    hw = engine.hw
+    base = dict(iteration=iteration, epoch=epoch, layer=layer.name, op=layer.op,
+                block=layer.block, method=method, hw=hw.name, hw_kind=hw.kind)
+    try:
+        with warnings.catch_warnings():
+            # a fallback is the row's `fallback` field, summarized once by the caller
+            warnings.filterwarnings("ignore", FALLBACK_WARNING, RuntimeWarning)
+            ks = phase_kernels(engine, layer, batch, method_result, phases=phases, dtype=dtype,
+                               threads=threads, seed=seed)
+    except Unsupported as e:
+        return [PhaseRow(**base, phase="", status="not run", reason=e.message)]
+    return [PhaseRow(**base, phase=ph, seconds=sum(k.seconds for k in kl),
+                     overhead_s=sum(k.seconds for k in kl if k.category == "method-overhead"),
+                     energy=kernels_energy(hw, kl), fallback=fallback_of(kl), kernels=tuple(kl))
+            for ph, kl in ks.items()]
+
+
+def _layer_row(layer, res, label: str, *, iteration=None, epoch=None, gemms=None, shape=(),
+               stats=None) -> LayerRow:
+    mnk = {ph: (g.m, g.n, g.k) for ph, g in (gemms or {}).items()}
+    return LayerRow(iteration, epoch, layer.name, layer.op, layer.block, label,
+                    1.0 if res is None else res.density,
+                    "dense" if res is None else res.structure,
+                    {} if res is None else res.work.as_dict(),
+                    {} if res is None else {k: v for k, v in res.extra.items()
+                                            if k != "work_scaled_by"},
+                    tuple(shape), mnk.get("agbp", ()), mnk.get("wgc", ()), stats)
+
+
+def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
+              iteration: int | None = None) -> Iterator[LayerRun]:
+    """Per recorded (iteration, layer): each method applied once to the recorded tensor (its work
+    scaled to the trace's batch), every engine given that result."""
+    from sim.methods import apply_method, stream_key
+    from sim.methods.base import scale_work
+    from sim.traces.format import stream_checked
+    w = trace.workload
+    conv_index = {l.name: i for i, l in enumerate(w.convs)}
+    need_csr = any(e.hw.kind == "cpu" for e in engines)
+    scale = trace.batch / trace.recorded_batch
+    for rec, arr, stats in stream_checked(trace, "dO", iteration):
+        layer = w.layer(rec.layer)
+        g = lower(layer, trace.batch)
+        lrows, prows = [], []
+        for m in methods:
+            res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
+                               batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
+                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr,
+                               dense_output=False)
+            mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
+            lrows.append(_layer_row(layer, res, m.label, iteration=rec.iteration,
+                                    epoch=rec.epoch, gemms=g, shape=rec.shape, stats=stats))
+            for e in engines:
+                prows += phase_rows(e, layer, trace.batch, mr, method=m.label,
+                                    iteration=rec.iteration, epoch=rec.epoch, seed=seed)
+        yield LayerRun(tuple(lrows), tuple(prows))
+
+
+def run_workload(workload, batch: int, methods, engines: list[Engine], *, layers=None,
+                 phases=PHASES, dtype: str | None = None, threads: int = 1, seed: int = 0,
+                 samples: int | None = None, grads: dict | None = None,
+                 results=None) -> Iterator[LayerRun]:
+    """Per layer (all, or `layers`) and method: the method on synthetic gradients
+    (sim.methods.synthetic.method_result_for, the same for every engine), or on `grads`
+    ({layer name: dO of b <= batch samples}, e.g. a trace's), or `results(spec, layer)` (a caller's
+    own MethodResult, e.g. SDGP's nominal one); then every engine."""
+    from sim.methods.synthetic import method_result_for, result_on
+    for l in (layers if layers is not None else workload.layers):
+        lrows, prows = [], []
+        for m in methods:
+            if results is not None:
+                mr = results(m, l)
+            elif grads is not None:
+                mr = result_on(m, l, grads[l.name], batch, seed,
+                               build_csr=any(e.hw.kind == "cpu" for e in engines))
+            else:
+                mr = method_result_for(m, l, batch, seed, samples=samples)
+            label = "dense" if m is None else m.label
+            lrows.append(_layer_row(l, mr, label, gemms=lower(l, batch)))
+            for e in engines:
+                prows += phase_rows(e, l, batch, mr, method=label, phases=phases, dtype=dtype,
+                                    threads=threads, seed=seed)
+        yield LayerRun(tuple(lrows), tuple(prows))
+
+
+# ----------------------------------------------------------------------------------------------
+# sums
+
+
+class Sums:
+    """Running sums of PhaseRows per key (a tuple of PhaseRow fields); nothing per row is kept.
+
+    Per key: seconds per phase ("fwd", "agbp", "wgc"), "seconds" (all phases), "overhead_s",
+    "energy" ({cause: J} with "total"; None once a row had none), "reason" (the first "not run"
+    reason, else None), "fallback" (the first fallback reason), "fallback_layers" and "layers"
+    (sets of layer names), "iterations" (set).
+    """
+
+    def __init__(self, keys: tuple[str, ...]):
+        self.keys = tuple(keys)
+        self.acc: dict[tuple, dict[str, Any]] = {}
+
+    def add(self, row: PhaseRow) -> None:
+        k = tuple(getattr(row, f) for f in self.keys)
+        a = self.acc.get(k)
+        if a is None:
+            a = self.acc[k] = {"fwd": 0.0, "agbp": 0.0, "wgc": 0.0, "seconds": 0.0,
+                               "overhead_s": 0.0, "energy": {}, "reason": None, "fallback": None,
+                               "fallback_layers": set(), "layers": set(), "iterations": set()}
+        a["iterations"].add(row.iteration)
+        if row.status != "ok":
+            if a["reason"] is None:
+                a["reason"] = row.reason
+            return
+        a["layers"].add(row.layer)
+        a[row.phase] += row.seconds
+        a["seconds"] += row.seconds
+        a["overhead_s"] += row.overhead_s
+        if row.fallback:
+            a["fallback_layers"].add(row.layer)
+            if a["fallback"] is None:
+                a["fallback"] = row.fallback
+        if row.energy is None:
+            a["energy"] = None       # one phase without a table: no total
+        elif a["energy"] is not None:
+            en = a["energy"]
+            for c, v in row.energy.items():
+                en[c] = en.get(c, 0.0) + v
+
+    def update(self, rows: Iterable[PhaseRow]) -> "Sums":
+        for r in rows:
+            self.add(r)
+        return self
+
+    def result(self) -> dict[tuple, dict]:
+        return self.acc
+
+
+def aggregate(rows: Iterable[PhaseRow], keys) -> dict[tuple, dict]:
+    """Sums of PhaseRows per key (see Sums), e.g. keys ("hw", "method") for network totals."""
+    return Sums(tuple(keys)).update(rows).result()
+
+
+# ----------------------------------------------------------------------------------------------
+# drop-in replacements for the engines' old network loops (same signatures and results)
+
+
+def simulate_layer(hw, layer, batch: int, *, method=None, phases=PHASES, dtype: str | None = None,
+                   seed: int = 0, threads: int = 1) -> dict[str, list[KernelResult]]:
+    """Kernels per phase of one layer with a method on synthetic gradients; AGBP is absent for a
+    layer reading the network input."""
+    from sim.methods.synthetic import method_result_for
+    mr = method_result_for(method, layer, batch, seed)
+    return phase_kernels(engine_for(hw), layer, batch, mr, phases=phases, dtype=dtype,
+                         threads=threads, seed=seed)
+
+
+def simulate_workload(hw, workload, batch: int, *, method=None, dtype: str | None = None,
+                      phases=PHASES, layers=None, seed: int = 0) -> list[dict]:
+    """Per layer: {"layer", "op", "phases": {phase: [KernelResult, ...]}}."""
+    return [{"layer": l.name, "op": l.op,
+             "phases": simulate_layer(hw, l, batch, method=method, phases=phases, dtype=dtype,
+                                      seed=seed)}
+            for l in (layers if layers is not None else workload.layers)]
