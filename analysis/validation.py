@@ -242,7 +242,7 @@ def _a_network(name: str, hws, samples: int, seed: int, speed: bool,
                pub_density: float | None = None) -> dict:
     import numpy as np
 
-    from sim.engines import cpu as cpu_engine
+    from sim.engines.cpu import legacy as cpu_engine
     from sim.methods import apply_method, parse_method, stream_key
     from sim.methods.base import scale_work
     from sim.replay import layer_kernels

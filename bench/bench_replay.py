@@ -29,7 +29,7 @@ METHODS = ["dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "app
 
 CHILD = r"""
 import json, resource, sys, time
-from sim.engines.cpu import CACHE_MODEL
+from sim.engines.cpu.spmm import CACHE_MODEL
 from sim.replay import Totals, engines_for, parse_methods, replay_layers
 from sim.traces.format import open_trace
 trace_dir, warm_dir, hws, methods = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(";")

@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", default="hwconfigs/host.yaml", help="hwconfig to check (with --check)")
     p.add_argument("--quick", action="store_true", help="fewer, shorter measurements")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    _handler(p, "sim.engines.calibrate:cmd_calibrate")
+    _handler(p, "sim.engines.cpu.calibrate:cmd_calibrate")
 
     # --- system level ---------------------------------------------------------------------------
     p = sub.add_parser("train", help="whole-training estimate: iterations, all-reduce, epochs, TTA")

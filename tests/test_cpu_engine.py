@@ -8,13 +8,21 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.engines import cache as cs
-from sim.engines.cpu import (SpmmJob, cpu_view, gemm_model, kstep_cycles, random_csr,
-                             simulate_layer_phase, simulate_spmm)
+from sim.engines.base import PhaseJob
+from sim.engines.cpu import cache as cs
+from sim.engines.cpu.engine import CpuEngine
+from sim.engines.cpu.gemm import gemm_model, kstep_cycles
+from sim.engines.cpu.spec import cpu_spec
+from sim.engines.cpu.spmm import SpmmJob, random_csr, simulate_spmm
 from sim.errors import ConfigError
 from sim.hwconfig import load_hwconfig
 from sim.methods import apply_method, parse_method, stream_key
 from sim.workload import load_workload
+
+
+def simulate_layer_phase(layer, batch, phase, mr, hw, threads=1, seed=0):
+    """The layer path of CpuEngine, the method not charged."""
+    return CpuEngine(hw).simulate(PhaseJob(layer, phase, None, batch, mr, threads=threads, seed=seed))
 
 
 @pytest.fixture(scope="module")
@@ -59,26 +67,26 @@ def test_lru_evicts_least_recent():
 
 
 def test_hwconfigs_load_and_reject_bad_fields(xeon, pi, tmp_path):
-    assert cpu_view(xeon).simd == 8 and cpu_view(pi).l3[0] == 0
+    assert cpu_spec(xeon).simd == 8 and cpu_spec(pi).l3[0] == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text((open(xeon.path).read()).replace("value: register", "value: csr5"))
     with pytest.raises(ConfigError) as e:
         load_hwconfig(bad)
     assert str(bad) in str(e.value) and "params.spmm_style.value" in str(e.value)
     with pytest.raises(ConfigError, match="threads"):
-        cpu_view(pi, 8)
+        cpu_spec(pi, 8)
 
 
 def test_micro_kernel_bounds(xeon, pi):
     # Broadwell 6x16: 12 FMAs on 2 pipes = 6 cycles per k step, i.e. the 32 flop/cycle peak
-    ck, bounds = kstep_cycles(cpu_view(xeon))
+    ck, bounds = kstep_cycles(cpu_spec(xeon))
     assert ck == 6 and bounds["fma"] == 6
     # A72 8x12: 24 FMAs on one 128-bit pipe
-    assert kstep_cycles(cpu_view(pi))[0] == 24
+    assert kstep_cycles(cpu_spec(pi))[0] == 24
 
 
 def test_gemm_efficiency_follows_shape(xeon):
-    cpu = cpu_view(xeon)
+    cpu = cpu_spec(xeon)
     big = gemm_model(cpu, 576, 1024, 256)[3]["efficiency"]
     skinny = gemm_model(cpu, 16, 27, 1024)[3]["efficiency"]
     assert 0.6 < big <= 1.0
@@ -89,7 +97,7 @@ def test_sampling_within_3_percent_of_exhaustive(xeon):
     # AGBP of a 128-channel 16x16 layer, 4 samples at density 0.2: (256 x 128) x (128 x 1152) each
     indptr, indices = random_csr(4 * 256, 128, 0.2, seed=11)
     job = SpmmJob(indptr, indices, 256, 128, 1152, 4, 32.0)
-    cpu = cpu_view(xeon)
+    cpu = cpu_spec(xeon)
     ex = simulate_spmm(cpu, job, exhaustive=True)
     sa = simulate_spmm(cpu, job, exhaustive=False, unit_rows=4, seed=1)
     assert sa[3]["simulation"] == "sampled" and ex[3]["simulation"] == "exhaustive"
@@ -102,12 +110,12 @@ def test_spmm_time_grows_with_density_and_threads_help(pi):
     t = {}
     for d in (0.05, 0.3):
         ip, ix = random_csr(256, 256, d, seed=2)
-        t[d] = simulate_spmm(cpu_view(pi), SpmmJob(ip, ix, 256, 256, 576, 1, 1.0))[0]
+        t[d] = simulate_spmm(cpu_spec(pi), SpmmJob(ip, ix, 256, 256, 576, 1, 1.0))[0]
     assert t[0.3] > 3 * t[0.05]
     ip, ix = random_csr(256, 256, 0.3, seed=2)
-    four = simulate_spmm(cpu_view(pi, 4), SpmmJob(ip, ix, 256, 256, 576, 1, 1.0))[0]
+    four = simulate_spmm(cpu_spec(pi, 4), SpmmJob(ip, ix, 256, 256, 576, 1, 1.0))[0]
     assert four < t[0.3] / 2
-    assert gemm_model(cpu_view(pi, 4), 512, 512, 512)[0] < gemm_model(cpu_view(pi), 512, 512, 512)[0] / 3
+    assert gemm_model(cpu_spec(pi, 4), 512, 512, 512)[0] < gemm_model(cpu_spec(pi), 512, 512, 512)[0] / 3
 
 
 def test_layer_sparse_path_kernels(xeon):

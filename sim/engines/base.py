@@ -155,7 +155,7 @@ class Engine(Protocol):
 # hwconfig kind -> "module:Class" of its engine; the one place an engine family is registered
 ENGINES: dict[str, str] = {
     "gpu": "sim.engines.base:_ModuleEngine",
-    "cpu": "sim.engines.base:_ModuleEngine",
+    "cpu": "sim.engines.cpu.engine:CpuEngine",
 }
 _LEGACY = {"gpu": "sim.engines.tensorcore", "cpu": "sim.engines.cpu"}
 
