@@ -2,10 +2,11 @@
 prefetcher at L2, driven by the exact line-address stream of a CSR sparse x dense product.
 
 The Numba kernel `spmm_stream` walks the rows it is given in the order a real SpMM kernel touches
-memory (`spmm_row_lines`, the one address walk: sim.engines.cpu.reuse profiles the same) and counts, per (row group, thread), where every demand access hit and what the prefetcher
-fetched. It knows nothing about time: sim.engines.cpu.spmm turns the counts into cycles. Keeping the
-kernel free of timing keeps it small and lets `spmm_stream_ref` (plain Python, an independent
-OrderedDict implementation) check it count for count.
+memory (`spmm_row_lines`: the one address walk, which sim.engines.cpu.reuse profiles too) and
+counts, per (row group, thread), where every demand access hit and what the prefetcher fetched. It
+knows nothing about time: sim.engines.cpu.spmm turns the counts into cycles. Keeping the kernel
+free of timing keeps it small and lets `spmm_stream_ref` (plain Python, an independent OrderedDict
+implementation) check it count for count.
 
 Memory layout of the simulated process (byte addresses; regions far apart so they never alias):
 A's column indices and values (int32 / float32, one entry per nonzero), the dense B (K x N, row

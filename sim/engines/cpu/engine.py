@@ -130,7 +130,8 @@ class _Conv:
 
     def __init__(self, cpu: Cpu, layer, batch: int, phase: str, note: str | None):
         g = layer.groups
-        self.cpu, self.layer, self.batch, self.phase, self.note, self.g = cpu, layer, batch, phase, note, g
+        self.cpu, self.layer, self.batch, self.phase, self.note = cpu, layer, batch, phase, note
+        self.g = g
         self.cin, self.cout = layer.c_in // g, layer.c_out // g
         self.pq, self.hw_in = layer.p * layer.q, layer.h * layer.w
         self.crs = self.cin * layer.r * layer.s
@@ -233,8 +234,8 @@ def _fc_phase(cpu: Cpu, layer, batch: int, phase: str, method_result, seed: int,
     n_rec = method_result.csr.shape[0]
     mask = mask_of_result(method_result, n_rec, cout)
     out = []
-    mem = lambda kernel, res: kernel_result(cpu, name, phase, kernel, res[0], 0, res[1], res[2],   # noqa: E731
-                                            category="memory")
+    def mem(kernel, res):
+        return kernel_result(cpu, name, phase, kernel, res[0], 0, res[1], res[2], category="memory")
     if phase == "agbp":
         out.append(mem("csr-build", csr_build_pass(cpu, batch, cout, int(mask.sum() * batch / n_rec))))
         indptr, indices = csr_of_mask(mask)
