@@ -17,8 +17,10 @@ import time
 
 import numpy as np
 
-from sim.engines import reuse as rs
-from sim.engines.cpu import SpmmJob, _csr_of_mask, cpu_view, simulate_spmm, synthetic_dO
+from sim.engines.cpu import reuse as rs
+from sim.engines.cpu.legacy import synthetic_dO
+from sim.engines.cpu.spec import cpu_spec
+from sim.engines.cpu.spmm import SpmmJob, csr_of_mask, simulate_spmm
 from sim.hwconfig import load_hwconfig
 from sim.methods import apply_method, parse_method, stream_key
 from sim.workload import load_workload
@@ -39,10 +41,10 @@ def products() -> list[SpmmJob]:
         mask = np.zeros((8 * l.c_out, pq), bool)
         r = np.repeat(np.arange(8 * l.c_out), np.diff(mr.csr.indptr))
         mask[r, mr.csr.indices] = True
-        ip, ix = _csr_of_mask(mask)
+        ip, ix = csr_of_mask(mask)
         jobs.append(SpmmJob(ip, ix, l.c_out, pq, crs, 8, 8.0))                      # WGC
         mt = mask.reshape(8, l.c_out, pq).transpose(0, 2, 1).reshape(8 * pq, l.c_out)
-        ip, ix = _csr_of_mask(mt)
+        ip, ix = csr_of_mask(mt)
         jobs.append(SpmmJob(ip, ix, pq, l.c_out, crs, 8, 8.0))                      # AGBP
     return jobs
 
@@ -67,7 +69,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--geometries", type=int, default=20)
     args = ap.parse_args()
-    base = cpu_view(load_hwconfig("xeon-e5-2680v4"))
+    base = cpu_spec(load_hwconfig("xeon-e5-2680v4"))
     jobs = products()
     geos = geometries(base, args.geometries)
     run("exact", geos[:1], jobs[:1])

@@ -15,7 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.engines.cpu import simulate_layer_phase, synthetic_dO  # noqa: E402
+from sim.engines.base import PhaseJob  # noqa: E402
+from sim.engines.cpu.engine import CpuEngine  # noqa: E402
+from sim.engines.cpu.legacy import synthetic_dO  # noqa: E402
 from sim.hwconfig import load_hwconfig  # noqa: E402
 from sim.methods import apply_method, parse_method, stream_key  # noqa: E402
 from sim.workload import load_workload  # noqa: E402
@@ -32,8 +34,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     hw = load_hwconfig(args.hw)
     wl = load_workload(args.workload)
+    engine = CpuEngine(hw)
+    run = lambda l, ph, mr: engine.simulate(PhaseJob(l, ph, None, args.batch, mr,  # noqa: E731
+                                                     threads=args.threads))
     # compile (or load cached) Numba kernels outside the timed region
-    simulate_layer_phase(wl.convs[1], 2, "agbp", None, hw)
+    engine.simulate(PhaseJob(wl.convs[1], "agbp", None, 2))
     t0 = time.perf_counter()
     grads = synthetic_dO(wl, 2, args.batch)
     spec = parse_method("dbtd:p=0.99")
@@ -41,8 +46,8 @@ def main(argv=None) -> int:
     for l in wl.convs:
         mr = apply_method(spec, l, grads[l.name], key=stream_key(0, l.index, 0), batch=args.batch)
         for ph in ("agbp", "wgc"):
-            dense += sum(k.seconds for k in simulate_layer_phase(l, args.batch, ph, None, hw, args.threads))
-            sparse += sum(k.seconds for k in simulate_layer_phase(l, args.batch, ph, mr, hw, args.threads))
+            dense += sum(k.seconds for k in run(l, ph, None))
+            sparse += sum(k.seconds for k in run(l, ph, mr))
     wall = time.perf_counter() - t0
     print(f"{wl.name} batch {args.batch} on {hw.name} ({args.threads} thread(s)), {len(wl.convs)} convs, "
           f"AGBP+WGC dense and dbtd: simulated in {wall:.1f} s (target {TARGET_S:.0f} s) "

@@ -29,7 +29,7 @@ METHODS = ["dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "app
 
 CHILD = r"""
 import json, resource, sys, time
-from sim.engines.cpu import CACHE_MODEL
+from sim.engines.cpu.spmm import CACHE_MODEL
 from sim.replay import Totals, parse_methods
 from sim.traces.format import open_trace
 try:   # the driver (#19); a checkout from before it runs the same bench (before/after in one run)

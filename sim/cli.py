@@ -255,7 +255,7 @@ def _add_engine_commands(sub) -> None:
     p.add_argument("--hw", default="hwconfigs/host.yaml", help="hwconfig to check (with --check)")
     p.add_argument("--quick", action="store_true", help="fewer, shorter measurements")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    _handler(p, "sim.engines.calibrate:cmd_calibrate")
+    _handler(p, "sim.engines.cpu.calibrate:cmd_calibrate")
 
 
 def _add_train_command(sub) -> None:

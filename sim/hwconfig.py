@@ -34,7 +34,7 @@ from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
 # kind -> module that declares HW_FIELDS for it
-KINDS = {"gpu": "sim.engines.gpu.params", "cpu": "sim.engines.cpu"}
+KINDS = {"gpu": "sim.engines.gpu.params", "cpu": "sim.engines.cpu.params"}
 
 # dimension -> {unit: factor to the SI base unit of that dimension}
 _DEC = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}

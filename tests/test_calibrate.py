@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.engines import calibrate as cal
+from sim.engines.cpu import calibrate as cal
 from sim.hwconfig import load_hwconfig
 
 

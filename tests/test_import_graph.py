@@ -24,8 +24,6 @@ ARGUMENT_TABLES: dict[str, str] = {}
 EXPECTED_UNTIL_MERGE_CYCLES: set[frozenset[str]] = {
 }
 EXPECTED_UNTIL_MERGE_LONG: dict[str, str] = {
-    "sim.engines.calibrate.calibrate": "engine helpers split it (sim/engines/cpu/)",
-    "sim.engines.cpu.simulate_spmm": "engine helpers split it (sim/engines/cpu/)",
     # not in sim/engines, but its file belongs to the driver helper, whose rewrite (the demo calls
     # sim.driver instead of running simulations itself) replaces this function
     "analysis.report.run": "driver helper rewrites it over sim.driver",

@@ -40,7 +40,7 @@ def refused(argv, capsys, *needles):
 @pytest.fixture
 def fake_calibrate(monkeypatch):
     """calibrate() without the minutes of measurement: writes what _write writes, records calls."""
-    from sim.engines import calibrate as cal
+    from sim.engines.cpu import calibrate as cal
     calls = []
 
     def fake(out, quick=False, log=print):
@@ -52,7 +52,7 @@ def fake_calibrate(monkeypatch):
 
 
 def test_calibrate_out(tmp_path, monkeypatch, capsys, fake_calibrate):
-    from sim.engines.calibrate import is_calibrated_hwconfig
+    from sim.engines.cpu.calibrate import is_calibrated_hwconfig
     monkeypatch.chdir(tmp_path)
     assert run(["calibrate", "--quick"], capsys)[0] == 0          # default: hwconfigs/host.yaml
     host = tmp_path / "hwconfigs" / "host.yaml"

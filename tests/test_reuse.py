@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.engines import cache as cs
-from sim.engines import reuse as rs
-from sim.engines.cpu import SpmmJob, cpu_view, random_csr, simulate_spmm
+from sim.engines.cpu import cache as cs
+from sim.engines.cpu import reuse as rs
+from sim.engines.cpu.spec import cpu_spec
+from sim.engines.cpu.spmm import SpmmJob, random_csr, simulate_spmm
 from sim.hwconfig import load_hwconfig
 
 
@@ -86,7 +87,7 @@ def _both(hw, prod):
     m, k, n, u, d = prod
     ip, ix = random_csr(u * m, k, d, seed=1)
     job = SpmmJob(ip, ix, m, k, n, u, 8.0)
-    cpu = cpu_view(load_hwconfig(hw))
+    cpu = cpu_spec(load_hwconfig(hw))
     return simulate_spmm(cpu, job, cache="exact"), simulate_spmm(cpu, job, cache="profile")
 
 
@@ -116,7 +117,7 @@ def test_profile_is_built_once_per_pattern_for_every_geometry():
     before = rs.cache_stats()
     ip, ix = random_csr(512, 128, 0.1, seed=4)
     job = SpmmJob(ip, ix, 512, 128, 576, 1, 1.0)
-    base = cpu_view(load_hwconfig("rpi4b"))
+    base = cpu_spec(load_hwconfig("rpi4b"))
     secs = []
     for l2 in (256 << 10, 512 << 10, 1 << 20, 2 << 20):
         cpu = dataclasses.replace(base, l2=(l2,) + base.l2[1:])

@@ -155,7 +155,7 @@ class Engine(Protocol):
 # hwconfig kind -> "module:Class" of its engine; the one place an engine family is registered
 ENGINES: dict[str, str] = {
     "gpu": "sim.engines.gpu.engine:GpuEngine",
-    "cpu": "sim.engines.base:_ModuleEngine",
+    "cpu": "sim.engines.cpu.engine:CpuEngine",
 }
 _LEGACY = {"gpu": "sim.engines.gpu.legacy", "cpu": "sim.engines.cpu"}
 

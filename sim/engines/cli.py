@@ -33,7 +33,7 @@ def cache_model_for(args, kinds):
     where no CPU hwconfig is simulated, since it would change nothing."""
     from contextlib import nullcontext
 
-    from sim.engines.cpu import cache_model
+    from sim.engines.cpu.spmm import cache_model
     from sim.errors import ConfigError
     name = getattr(args, "cache_model", None)
     if name is None:

@@ -334,7 +334,7 @@ def _cache_model(name: str | None):
     if name is None:
         from contextlib import nullcontext
         return nullcontext()
-    from sim.engines.cpu import cache_model
+    from sim.engines.cpu.spmm import cache_model
     return cache_model(name)
 
 

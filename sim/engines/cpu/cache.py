@@ -2,10 +2,11 @@
 prefetcher at L2, driven by the exact line-address stream of a CSR sparse x dense product.
 
 The Numba kernel `spmm_stream` walks the rows it is given in the order a real SpMM kernel touches
-memory and counts, per (row group, thread), where every demand access hit and what the prefetcher
-fetched. It knows nothing about time: sim.engines.cpu turns the counts into cycles. Keeping the
-kernel free of timing keeps it small and lets `spmm_stream_ref` (plain Python, an independent
-OrderedDict implementation) check it count for count.
+memory (`spmm_row_lines`: the one address walk, which sim.engines.cpu.reuse profiles too) and
+counts, per (row group, thread), where every demand access hit and what the prefetcher fetched. It
+knows nothing about time: sim.engines.cpu.spmm turns the counts into cycles. Keeping the kernel
+free of timing keeps it small and lets `spmm_stream_ref` (plain Python, an independent OrderedDict
+implementation) check it count for count.
 
 Memory layout of the simulated process (byte addresses; regions far apart so they never alias):
 A's column indices and values (int32 / float32, one entry per nonzero), the dense B (K x N, row
@@ -115,6 +116,68 @@ def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
 
 
 @njit(cache=True)
+def line_shift(line_bytes):
+    """log2 of the line size (a power of two): byte address >> shift = line address."""
+    shift = 0
+    while (1 << shift) < line_bytes:
+        shift += 1
+    return shift
+
+
+@njit(cache=True)
+def row_lines_bound(indptr, n_b, register_chunk, line_bytes):
+    """Most line accesses spmm_row_lines can emit for one row of this product (its buffer size):
+    a span of w bytes covers at most w // line + 2 lines."""
+    nnz_max = 0
+    for r in range(indptr.shape[0] - 1):
+        if indptr[r + 1] - indptr[r] > nnz_max:
+            nnz_max = indptr[r + 1] - indptr[r]
+    chunk = register_chunk if register_chunk > 0 else n_b
+    n_chunks = (n_b + chunk - 1) // chunk
+    per_chunk = chunk * 4 // line_bytes + 2
+    per_nnz = 2 + per_chunk * (2 if register_chunk == 0 else 1)
+    return max(1, n_chunks * (nnz_max * per_nnz + per_chunk))
+
+
+@njit(cache=True)
+def spmm_row_lines(indptr, indices, r, n_b, register_chunk, shift, t, last_idx, last_val, out):
+    """The line addresses one row r of C = A @ B touches, in the order a real SpMM kernel does
+    (the one address walk both cache models replay): per chunk of the C row, per nonzero its A
+    index and value lines (each once while the thread stays on the same line: last_idx/last_val
+    hold the thread's last ones) and the B row's lines; the C row's lines per nonzero (axpy:
+    register_chunk 0) or once per chunk (register). Fills `out`, returns how many."""
+    n = 0
+    chunk = register_chunk if register_chunk > 0 else n_b
+    c_row = C_BASE + np.int64(r) * n_b * 4
+    for c0 in range(0, n_b, chunk):
+        c1 = min(n_b, c0 + chunk)
+        for jj in range(indptr[r], indptr[r + 1]):
+            li = (A_IDX_BASE + jj * 4) >> shift
+            if li != last_idx[t]:
+                last_idx[t] = li
+                out[n] = li
+                n += 1
+            lv = (A_VAL_BASE + jj * 4) >> shift
+            if lv != last_val[t]:
+                last_val[t] = lv
+                out[n] = lv
+                n += 1
+            b_row = B_BASE + np.int64(indices[jj]) * n_b * 4
+            for ln in range((b_row + c0 * 4) >> shift, ((b_row + c1 * 4 - 1) >> shift) + 1):
+                out[n] = ln
+                n += 1
+            if register_chunk == 0:
+                for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
+                    out[n] = ln
+                    n += 1
+        if register_chunk > 0:
+            for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
+                out[n] = ln
+                n += 1
+    return n
+
+
+@njit(cache=True)
 def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
                 pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
@@ -130,15 +193,13 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
     SciPy): every nonzero streams the whole C row through L1 (load and store).
     Returns the final LRU clock.
     """
-    shift = 0
-    while (1 << shift) < line_bytes:
-        shift += 1
+    shift = line_shift(line_bytes)
     n_groups, n_threads = starts.shape
     now = now0
     last_idx = np.full(n_threads, -1, np.int64)
     last_val = np.full(n_threads, -1, np.int64)
     scratch = np.zeros(N_COUNTS, np.int64)
-    chunk = register_chunk if register_chunk > 0 else n_b
+    buf = np.empty(row_lines_bound(indptr, n_b, register_chunk, line_bytes), np.int64)
     for g in range(n_groups):
         most = 0
         for t in range(n_threads):
@@ -149,34 +210,11 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
                 if i >= nrows[g, t]:
                     continue
                 cnt = counts[g, t] if measure[g] else scratch
-                r = starts[g, t] + i
-                c_row = C_BASE + r * n_b * 4
-                for c0 in range(0, n_b, chunk):
-                    c1 = min(n_b, c0 + chunk)
-                    for jj in range(indptr[r], indptr[r + 1]):
-                        li = (A_IDX_BASE + jj * 4) >> shift
-                        if li != last_idx[t]:
-                            last_idx[t] = li
-                            now = _access(li, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
-                        lv = (A_VAL_BASE + jj * 4) >> shift
-                        if lv != last_val[t]:
-                            last_val[t] = lv
-                            now = _access(lv, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
-                        b_row = B_BASE + np.int64(indices[jj]) * n_b * 4
-                        for ln in range((b_row + c0 * 4) >> shift, ((b_row + c1 * 4 - 1) >> shift) + 1):
-                            now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
-                        if register_chunk == 0:
-                            for ln in range((c_row + c0 * 4) >> shift,
-                                            ((c_row + c1 * 4 - 1) >> shift) + 1):
-                                now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                              l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
-                    if register_chunk > 0:
-                        for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
-                            now = _access(ln, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                          l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                n = spmm_row_lines(indptr, indices, starts[g, t] + i, n_b, register_chunk, shift, t,
+                                   last_idx, last_val, buf)
+                for j in range(n):
+                    now = _access(buf[j], t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
+                                  l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
     return now
 
 
@@ -184,9 +222,7 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
 def warm_region(base, n_bytes, line_bytes, n_threads, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
                 l3_private, now):
     """Touch a region once per thread (the state right after a pass wrote it), no counting."""
-    shift = 0
-    while (1 << shift) < line_bytes:
-        shift += 1
+    shift = line_shift(line_bytes)
     for t in range(n_threads):
         c2 = t if l2_private else 0
         c3 = t if l3_private else 0

@@ -197,7 +197,7 @@ def measure_dense(m: int, n: int, k: int, reps: int) -> float:
 def measure_sparse(m: int, n: int, k: int, density: float, reps: int, seed: int = 0) -> float:
     import scipy.sparse as sp
 
-    from sim.engines.cpu import random_csr
+    from sim.engines.cpu.spmm import random_csr
     indptr, indices = random_csr(m, k, density, seed)
     data = np.random.default_rng(seed).standard_normal(indices.size).astype(np.float32)
     a = sp.csr_matrix((data, indices, indptr), shape=(m, k))
@@ -207,14 +207,16 @@ def measure_sparse(m: int, n: int, k: int, density: float, reps: int, seed: int 
 
 
 def predict_dense(hw, m, n, k) -> float:
-    from sim.engines.cpu import cpu_view, gemm_model
-    cpu = cpu_view(hw, 1)
+    from sim.engines.cpu.gemm import gemm_model
+    from sim.engines.cpu.spec import cpu_spec
+    cpu = cpu_spec(hw, 1)
     return gemm_model(cpu, m, n, k)[0] / cpu.clock
 
 
 def predict_sparse(hw, m, n, k, density, seed=0) -> float:
-    from sim.engines.cpu import SpmmJob, cpu_view, random_csr, simulate_spmm
-    cpu = cpu_view(hw, 1)
+    from sim.engines.cpu.spec import cpu_spec
+    from sim.engines.cpu.spmm import SpmmJob, random_csr, simulate_spmm
+    cpu = cpu_spec(hw, 1)
     indptr, indices = random_csr(m, k, density, seed)
     return simulate_spmm(cpu, SpmmJob(indptr, indices, m, k, n, 1, 1.0), seed=seed)[0] / cpu.clock
 
@@ -227,16 +229,22 @@ def _yaml_entry(key: str, value, source: str) -> str:
     return f"  {key}: {{value: {json.dumps(v) if isinstance(v, str) else v}, source: {json.dumps(source)}}}"
 
 
-def calibrate(out: str, quick: bool = False, log=print) -> Path:
-    from sim.hwconfig import load_hwconfig
-    from sim.engines.cpu import HW_FIELDS
+_U = "[U] not measured by calibrate; typical of current "
+
+
+def _host_label() -> tuple[str, str, str, dict]:
+    """(host name, CPU model, the source prefix of every calibrated field, /proc/cpuinfo)."""
     host = platform.node() or "this host"
     info = _cpuinfo()
     model = info.get("model name", platform.processor() or "unknown CPU")
-    cal = f"calibrated on {host} ({model}) by prunesim calibrate"
+    return host, model, f"calibrated on {host} ({model}) by prunesim calibrate", info
+
+
+def _core_params(p: dict, info: dict, cal: str, out: str, quick: bool) -> tuple[float, int]:
+    """ISA, cores, clock, SIMD, FMA throughput and latency, and the core fields no measurement
+    here reaches; returns (clock Hz, fp32 SIMD lanes)."""
     flags = set(info.get("flags", info.get("Features", "")).split())
     x86 = platform.machine() in ("x86_64", "AMD64", "i686")
-    p: dict[str, tuple] = {}
     mhz = float(info.get("cpu MHz", "0") or 0)
     if mhz <= 0:
         raise ConfigError(out, "clock", "cannot read the clock from /proc/cpuinfo")
@@ -249,7 +257,6 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
                        f"({'avx512f' if simd == 16 else 'avx2' if simd == 8 else 'NEON/SSE'})")
     p["vector_registers"] = (32 if (simd == 16 or not x86) else 16, f"{cal}: ISA register count for "
                              "that SIMD extension")
-    # FMA throughput and latency
     reps = 200_000 if quick else 2_000_000
     fma_throughput_kernel(10, np.float32(0.999), np.float32(1e-4))
     t = _best_time(lambda: fma_throughput_kernel(reps, np.float32(0.999), np.float32(1e-4)), 3)
@@ -261,39 +268,45 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
     t = _best_time(lambda: fma_chain_kernel(reps, np.float32(0.999), np.float32(1e-4)), 3)
     p["fma_latency"] = (f"{max(1, round(t * clock / reps))} cycles",
                         f"{cal}: dependent FMA chain, {t * clock / reps:.2f} cycles per step")
-    u = "[U] not measured by calibrate; typical of current "
-    p["issue_width"] = (4, u + "cores (4-6 wide)")
-    p["load_ports"] = (2, u + "x86 and ARM big cores")
-    p["store_ports"] = (1, u + "cores")
-    p["branch_mispredict_penalty"] = ("15 cycles", u + "cores (13-20 cycles)")
+    p["issue_width"] = (4, _U + "cores (4-6 wide)")
+    p["load_ports"] = (2, _U + "x86 and ARM big cores")
+    p["store_ports"] = (1, _U + "cores")
+    p["branch_mispredict_penalty"] = ("15 cycles", _U + "cores (13-20 cycles)")
+    return clock, simd
+
+
+def _chase_ns(nbytes: int, line: int, quick: bool) -> float:
+    """Nanoseconds per dependent load over an nbytes pointer cycle (one slot per line)."""
+    nxt = _pointer_cycle(nbytes, line)
+    steps = 200_000 if quick else 2_000_000
+    chase_kernel(nxt, nbytes // line)
+    t = _best_time(lambda: chase_kernel(nxt, steps), 3)
+    return t / steps * 1e9
+
+
+def _read_bw(nbytes: int, quick: bool) -> float:
+    """Bytes per second of one thread's streaming read over nbytes."""
+    x = np.ones(nbytes // 4, np.float32)
+    r = max(1, int((2e7 if quick else 2e8) // nbytes))
+    read_kernel(x, 1)
+    t = _best_time(lambda: read_kernel(x, r), 3)
+    return nbytes * r / t
+
+
+def _memory_params(p: dict, cal: str, out: str, quick: bool, clock: float, log) -> None:
+    """Cache geometry (sysfs), latency (pointer chase) and bandwidth per level, then DRAM."""
     caches = _sysfs_caches()
     if 1 not in caches or 2 not in caches:
         raise ConfigError(out, "l1_size", "cannot read cache geometry from sysfs")
     line = caches[1]["line"]
     p["line_size"] = (f"{line} B", f"{cal}: sysfs coherency_line_size")
-
-    def chase_ns(nbytes):
-        nxt = _pointer_cycle(nbytes, line)
-        steps = 200_000 if quick else 2_000_000
-        chase_kernel(nxt, nbytes // line)
-        t = _best_time(lambda: chase_kernel(nxt, steps), 3)
-        return t / steps * 1e9
-
-    def read_bw(nbytes):
-        x = np.ones(nbytes // 4, np.float32)
-        r = max(1, int((2e7 if quick else 2e8) // nbytes))
-        read_kernel(x, 1)
-        t = _best_time(lambda: read_kernel(x, r), 3)
-        return nbytes * r / t
-
-    levels = {1: "l1", 2: "l2", 3: "l3"}
-    for lvl, key in levels.items():
+    for lvl, key in {1: "l1", 2: "l2", 3: "l3"}.items():
         if lvl not in caches:
             continue
         c = caches[lvl]
         frac = 0.5 if lvl < 3 else 0.25
-        lat = chase_ns(int(c["size"] * frac))
-        bw = read_bw(int(c["size"] * frac))
+        lat = _chase_ns(int(c["size"] * frac), line, quick)
+        bw = _read_bw(int(c["size"] * frac), quick)
         p[f"{key}_size"] = (f"{c['size'] // 1024} KiB", f"{cal}: sysfs size (cpu0 index, shared with "
                             f"cpus {c['shared']})")
         p[f"{key}_ways"] = (c["ways"], f"{cal}: sysfs ways_of_associativity")
@@ -311,16 +324,20 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
         p["l3_latency"] = ("1 cycle", "unused: no L3")
         p["l3_bandwidth"] = ("1 B/clk", "unused: no L3")
     big = max(256 << 20, 4 * caches.get(3, caches[2])["size"]) if not quick else 128 << 20
-    dlat = chase_ns(big)
-    dbw = read_bw(big)
+    dlat = _chase_ns(big, line, quick)
+    dbw = _read_bw(big, quick)
     p["dram_latency"] = (f"{dlat:.1f} ns", f"{cal}: pointer chase over {big >> 20} MiB")
     p["dram_bandwidth"] = (f"{dbw / 1e9:.2f} GB/s", f"{cal}: one-thread streaming read over "
                            f"{big >> 20} MiB (the socket's peak is higher)")
     p["mlp"] = (max(1, round(dbw * dlat * 1e-9 / line)), f"{cal}: Little's law, bandwidth x latency "
                 "/ line of the two measurements above [D]")
-    p["prefetch_streams"] = (16, u + "L2 stream prefetchers (16-32 streams)")
-    p["prefetch_distance"] = (16, u + "L2 stream prefetchers")
-    p["prefetch_degree"] = (2, u + "L2 stream prefetchers")
+
+
+def _library_params(p: dict, simd: int) -> None:
+    """Prefetcher and BLAS blocking (not measured), and placeholders the fits below replace."""
+    p["prefetch_streams"] = (16, _U + "L2 stream prefetchers (16-32 streams)")
+    p["prefetch_distance"] = (16, _U + "L2 stream prefetchers")
+    p["prefetch_degree"] = (2, _U + "L2 stream prefetchers")
     p["gemm_mr"] = (6, "BLIS config/haswell sgemm MR = 6 (flame/blis); the host BLAS's own kernel "
                     "is not inspected: the difference goes into gemm_library_efficiency")
     p["gemm_nr"] = (2 * simd, "[D] two SIMD vectors, as BLIS haswell (NR = 16 for 8 lanes)")
@@ -332,11 +349,13 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
                        "(scipy/sparse/sparsetools/csr.h)")
     p["spmm_simd_width"] = (simd, "placeholder, replaced below")
     p["spmm_library_efficiency"] = (1.0, "placeholder, replaced below")
-    missing = set(HW_FIELDS) - set(p)
-    assert not missing, missing
-    path = Path(out)
-    _write(path, host, model, p)
-    # library efficiencies: measured / modeled on ResNet-20's shapes (check uses ResNet-18's)
+
+
+def _fit_libraries(path: Path, p: dict, host: str, model: str, cal: str, simd: int, quick: bool,
+                   log) -> None:
+    """Library efficiencies: measured / modeled on ResNet-20's shapes (check uses ResNet-18's);
+    the SpMM's vector width is the one whose ratios spread least. Rewrites `path` per trial."""
+    from sim.hwconfig import load_hwconfig
     with one_thread() as how:
         hw = load_hwconfig(path)
         shapes = caffe_shapes("resnet20", 6 if quick else None)
@@ -372,6 +391,22 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
         p["spmm_simd_width"] = (lanes, src)
         p["spmm_library_efficiency"] = (round(e, 4), f"{cal}: median modeled/measured SciPy CSR x "
                                         f"dense time with {lanes} lanes, same shapes")
+
+
+def calibrate(out: str, quick: bool = False, log=print) -> Path:
+    """Measure this machine into the CPU hwconfig `out` (every field with its source)."""
+    from sim.engines.cpu.params import HW_FIELDS
+    from sim.hwconfig import load_hwconfig
+    host, model, cal, info = _host_label()
+    p: dict[str, tuple] = {}
+    clock, simd = _core_params(p, info, cal, out, quick)
+    _memory_params(p, cal, out, quick, clock, log)
+    _library_params(p, simd)
+    missing = set(HW_FIELDS) - set(p)
+    assert not missing, missing
+    path = Path(out)
+    _write(path, host, model, p)
+    _fit_libraries(path, p, host, model, cal, simd, quick, log)
     _write(path, host, model, p)
     load_hwconfig(path)
     return path

@@ -8,7 +8,7 @@ pattern: every access gets its stack distance (the number of distinct lines touc
 same line was last touched; -1 on first touch) in its own thread's stream (for private levels)
 and in the interleaved stream of all threads (for shared levels), and a link to the access before
 it when that one touched the line just below (a sequential run, what the stream prefetcher
-follows). `misses_from_profile` then turns the profile into the six counters of sim.engines.cache
+follows). `misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache
 for any hierarchy in vectorised NumPy:
 
 - A fully associative LRU cache of C lines misses exactly when distance >= C (Mattson et al.
@@ -26,7 +26,7 @@ for any hierarchy in vectorised NumPy:
   fetch from L3 or DRAM. L2 room taken by prefetched lines never used is not modeled
   (docs/engines/cpu.md gives the measured error).
 
-Sampling: the product's row groups are sampled SMARTS-style by the caller (sim.engines.cpu) with
+Sampling: the product's row groups are sampled SMARTS-style by the caller (sim.engines.cpu.spmm) with
 a warm-up group before each sample, as for the exact simulator, so the profile has the same
 per-(group, thread) structure and the same 95% confidence interval applies.
 """
@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit
 from scipy.stats import binom
 
-from sim.engines import cache as cs
+from sim.engines.cpu import cache as cs
 
 # per-access arrays of all cached profiles together (bytes); least recently used ones go first
 PROFILE_CACHE_BYTES = 128 << 20
@@ -64,15 +64,13 @@ def _region_ids(line, shift, nnz, k, n_b, m_total):
 @njit(cache=True)
 def spmm_line_ids(indptr, indices, starts, nrows, n_b, k, register_chunk, line_bytes, out_id,
                   out_thread, out_group):
-    """The line stream spmm_stream walks (same order, same A-line dedup), as dense line ids.
+    """The line stream spmm_stream walks (cache.spmm_row_lines, the same walk), as dense line ids.
 
     First the warm-up of B (every line once per thread, group -1, as warm_region), then the row
     groups (group index g). Fills the out arrays (sized by the caller to an upper bound) and
     returns how many accesses there are.
     """
-    shift = 0
-    while (1 << shift) < line_bytes:
-        shift += 1
+    shift = cs.line_shift(line_bytes)
     nnz = indptr[indptr.shape[0] - 1]
     m_total = indptr.shape[0] - 1
     n_groups, n_threads = starts.shape
@@ -87,7 +85,7 @@ def spmm_line_ids(indptr, indices, starts, nrows, n_b, k, register_chunk, line_b
             n += 1
     last_idx = np.full(n_threads, -1, np.int64)
     last_val = np.full(n_threads, -1, np.int64)
-    chunk = register_chunk if register_chunk > 0 else n_b
+    buf = np.empty(cs.row_lines_bound(indptr, n_b, register_chunk, line_bytes), np.int64)
     for g in range(n_groups):
         most = 0
         for t in range(n_threads):
@@ -97,44 +95,13 @@ def spmm_line_ids(indptr, indices, starts, nrows, n_b, k, register_chunk, line_b
             for t in range(n_threads):
                 if i >= nrows[g, t]:
                     continue
-                r = starts[g, t] + i
-                c_row = cs.C_BASE + r * n_b * 4
-                for c0 in range(0, n_b, chunk):
-                    c1 = min(n_b, c0 + chunk)
-                    for jj in range(indptr[r], indptr[r + 1]):
-                        li = (cs.A_IDX_BASE + jj * 4) >> shift
-                        if li != last_idx[t]:
-                            last_idx[t] = li
-                            out_id[n] = _region_ids(li, shift, nnz, k, n_b, m_total)
-                            out_thread[n] = t
-                            out_group[n] = g
-                            n += 1
-                        lv = (cs.A_VAL_BASE + jj * 4) >> shift
-                        if lv != last_val[t]:
-                            last_val[t] = lv
-                            out_id[n] = _region_ids(lv, shift, nnz, k, n_b, m_total)
-                            out_thread[n] = t
-                            out_group[n] = g
-                            n += 1
-                        b_row = cs.B_BASE + np.int64(indices[jj]) * n_b * 4
-                        for ln in range((b_row + c0 * 4) >> shift, ((b_row + c1 * 4 - 1) >> shift) + 1):
-                            out_id[n] = _region_ids(ln, shift, nnz, k, n_b, m_total)
-                            out_thread[n] = t
-                            out_group[n] = g
-                            n += 1
-                        if register_chunk == 0:
-                            for ln in range((c_row + c0 * 4) >> shift,
-                                            ((c_row + c1 * 4 - 1) >> shift) + 1):
-                                out_id[n] = _region_ids(ln, shift, nnz, k, n_b, m_total)
-                                out_thread[n] = t
-                                out_group[n] = g
-                                n += 1
-                    if register_chunk > 0:
-                        for ln in range((c_row + c0 * 4) >> shift, ((c_row + c1 * 4 - 1) >> shift) + 1):
-                            out_id[n] = _region_ids(ln, shift, nnz, k, n_b, m_total)
-                            out_thread[n] = t
-                            out_group[n] = g
-                            n += 1
+                cnt = cs.spmm_row_lines(indptr, indices, starts[g, t] + i, n_b, register_chunk,
+                                        shift, t, last_idx, last_val, buf)
+                for j in range(cnt):
+                    out_id[n] = _region_ids(buf[j], shift, nnz, k, n_b, m_total)
+                    out_thread[n] = t
+                    out_group[n] = g
+                    n += 1
     return n
 
 
@@ -444,7 +411,7 @@ def accumulate_counts(slots, b_l1, b_l2, b_l3, b_run, b_prev, runs_between, run_
 
 def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_private: bool,
                         l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
-    """The six counters of sim.engines.cache per slot (float: expected counts), for one hierarchy
+    """The six counters of sim.engines.cpu.cache per slot (float: expected counts), for one hierarchy
     (levels are (size bytes, ways, ...) tuples); the model is spelled out in
     misses_from_profile_ref, this is its one-pass kernel."""
     r = prof.mean_run

@@ -1,0 +1,373 @@
+"""The CPU family's CSR sparse x dense product, cycle-level, on the real sparsity pattern.
+
+The cache model (sim.engines.cpu.cache: the exact line stream through set-associative LRU levels
+with an L2 stream prefetcher; or sim.engines.cpu.reuse: misses from a reuse-distance profile)
+counts where every access is served; the counts become time through the core's pipeline bounds
+(per nonzero: FMA, load/store ports, issue width, the FMA or store-forward dependency chain),
+latency / memory-level parallelism, and per-level and shared DRAM bandwidth. Large products are
+sampled (SMARTS-style systematic sampling of row groups with warm-up), small ones run exhaustively.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.engines.cpu import cache as cs
+from sim.engines.cpu import reuse as rs
+from sim.engines.cpu.spec import F32, Cpu
+
+
+@dataclass(frozen=True)
+class SpmmJob:
+    """A CSR sparse (rows of recorded units) x dense (K x N) product, and what it stands for.
+
+    The A rows of unit u are [u*m, (u+1)*m) of indptr/indices (one unit = one sample's GEMM, as
+    Caffe runs them, or the whole GEMM). `scale` = real units / recorded units: a trace records a
+    sub-sample of the batch and each recorded sample stands for batch / recorded samples.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    m: int
+    k: int
+    n: int
+    units: int
+    scale: float
+
+
+def pipeline_costs(cpu: Cpu, n_b: int) -> tuple[float, float]:
+    """Core cycles (pipeline bounds only, data in L1) per nonzero and per row of a CSR x dense."""
+    lanes = cpu.spmm_simd
+    if cpu.spmm_style == "register":
+        # MKL-style: the C row is processed in chunks held in registers (all but 4 registers:
+        # B vector, broadcast value, index and address temporaries)
+        chunk_vec = max(1, cpu.vregs - 4)
+        nvec_total = math.ceil(n_b / lanes)
+        chunks = []
+        left = nvec_total
+        while left > 0:
+            chunks.append(min(chunk_vec, left))
+            left -= chunk_vec
+        per_nnz = 0.0
+        per_row = 0.0
+        for v in chunks:
+            per_nnz += max(v / cpu.fma_units, (v + 2) / cpu.ld_ports, (2 * v + 4) / cpu.issue,
+                           cpu.fma_lat)
+            per_row += max(2 * v / cpu.issue, v / cpu.st_ports, v / cpu.ld_ports) + 4 / cpu.issue
+    else:
+        # axpy (Eigen, SciPy): per nonzero, y[0:N] += a * B[j, 0:N]; the C row goes through L1
+        v, rem = divmod(n_b, lanes) if lanes > 1 else (n_b, 0)
+        vec_ops = v + rem                      # the remainder runs one scalar op per element
+        per_nnz = max(vec_ops / cpu.fma_units, (2 * vec_ops + 2) / cpu.ld_ports,
+                      vec_ops / cpu.st_ports, (4 * vec_ops + 6) / cpu.issue,
+                      # the same C element is updated by consecutive nonzeros: FMA then the
+                      # store-to-load forward (about an L1 hit) bound the chain
+                      cpu.fma_lat + cpu.l1[2])
+        per_row = 6 / cpu.issue
+    return per_nnz, per_row
+
+
+def _memory_cycles(cpu: Cpu, cnt: np.ndarray) -> dict[str, np.ndarray]:
+    """Memory bounds per (group, thread) from the cache counters (last axis = cache.N_COUNTS)."""
+    line = cpu.line
+    lat = (cnt[..., cs.L2_HIT] * cpu.l2[2] + cnt[..., cs.L3_HIT] * cpu.l3[2]
+           + cnt[..., cs.DRAM] * cpu.dram_lat) / cpu.mlp
+    into_l1 = (cnt[..., cs.L2_HIT] + cnt[..., cs.L3_HIT] + cnt[..., cs.DRAM]) * line
+    into_l2 = (cnt[..., cs.L3_HIT] + cnt[..., cs.DRAM] + cnt[..., cs.PF_L3] + cnt[..., cs.PF_DRAM]) * line
+    from_dram = (cnt[..., cs.DRAM] + cnt[..., cs.PF_DRAM]) * line
+    return {"latency": lat, "l2-bandwidth": into_l1 / cpu.l2[3],
+            "l3-bandwidth": into_l2 / cpu.l3[3] if cpu.l3[0] > 0 else into_l2 * 0.0,
+            "dram-bandwidth": from_dram / cpu.core_dram_bw, "dram_bytes": from_dram}
+
+
+# how the SpMM's cache misses are obtained: "exact" (set-associative LRU simulation per hwconfig,
+# the reference) or "profile" (reuse-distance profile built once per pattern, misses derived per
+# geometry; docs/engines/cpu.md gives its measured error); `--cache` sets it for a command
+CACHE_MODELS = ("profile", "exact")
+CACHE_MODEL: ContextVar[str] = ContextVar("prunesim_cpu_cache_model", default="exact")
+
+
+@contextmanager
+def cache_model(name: str):
+    """Run the enclosed CPU simulations with this cache model."""
+    if name not in CACHE_MODELS:
+        raise ValueError(f"unknown cache model {name!r} (one of {', '.join(CACHE_MODELS)})")
+    tok = CACHE_MODEL.set(name)
+    try:
+        yield
+    finally:
+        CACHE_MODEL.reset(tok)
+
+
+# products with at most this many simulated line accesses run exhaustively
+EXHAUSTIVE_ACCESSES = 3_000_000
+CHAINS = 2                   # independent cache hierarchies the samples alternate between
+SAMPLE_UNITS = 60            # sampled row groups per product (each with one warm-up group before)
+UNIT_ACCESSES = 12_000       # target line accesses per sampled group
+
+
+def register_chunk(cpu: Cpu) -> int:
+    """Floats of the C row an MKL-style kernel keeps in registers (all but 4 registers: B vector,
+    broadcast value, index and address temporaries); 0 for the axpy style."""
+    return max(1, cpu.vregs - 4) * cpu.spmm_simd if cpu.spmm_style == "register" else 0
+
+
+def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, meas_c) -> np.ndarray:
+    """Counters per (chain, group, thread) from the exact set-associative LRU simulation."""
+    C, Gc, T = starts_c.shape
+    n_b = job.n
+    chunk = register_chunk(cpu)
+    levels = []
+    for c in range(C):
+        l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
+        l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
+        l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
+        levels.append((l1, l2, l3))
+    stack = lambda i, j: np.stack([lv[i][j] for lv in levels])   # noqa: E731
+    l1t, l1s, l2t, l2s, l3t, l3s = stack(0, 0), stack(0, 1), stack(1, 0), stack(1, 1), stack(2, 0), stack(2, 1)
+    pf_last = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
+    pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
+    # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
+    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1t[c], l1s[c],
+                                    l2t[c], l2s[c], l3t[c], l3s[c], cpu.l2_private, False, 0)
+                     for c in range(C)], np.int64)
+    counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
+    if C == 1:
+        cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
+                       l1t[0], l1s[0], l2t[0], l2s[0], l3t[0], l3s[0], cpu.l2_private, False,
+                       pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
+                       counts_c[0], now0[0])
+    else:
+        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
+                       l1t, l1s, l2t, l2s, l3t, l3s, cpu.l2_private, False,
+                       pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
+    return counts_c
+
+
+
+def _accesses_per_row(cpu: Cpu, nnz_mean: float, n_b: int) -> float:
+    lines = math.ceil(n_b * F32 / cpu.line) + 1
+    per = lines * (2 if cpu.spmm_style == "axpy" else 1)
+    return max(1.0, nnz_mean * per + lines)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Which row groups are simulated, laid out per (chain, group, thread)."""
+
+    starts: np.ndarray           # (C, Gc, T) first A row of the thread's rows in the group
+    nrows: np.ndarray            # (C, Gc, T) rows (0 on padding groups: no-ops)
+    measured: np.ndarray         # (C, Gc) False: a warm-up group, simulated but not counted
+    population: int              # groups of the whole product: (recorded unit, block)
+    unit_rows: int
+    sampled: bool
+
+
+def _plan(job: SpmmJob, T: int, acc_row: float, exhaustive: bool, seed: int,
+          unit_rows: int | None, n_sample: int) -> _Plan:
+    """Split rows among threads (thread t: rows [m t / T, m (t+1) / T)) and pick the groups."""
+    m = job.m
+    part = [(m * t) // T for t in range(T + 1)]
+    part_rows = max(part[t + 1] - part[t] for t in range(T))
+    if unit_rows is None:
+        unit_rows = max(1, min(part_rows, int(UNIT_ACCESSES / (acc_row * T)))) if not exhaustive \
+            else max(1, min(part_rows, 64))
+    per_unit = math.ceil(part_rows / unit_rows)
+    population = job.units * per_unit
+    if exhaustive or population <= 2 * n_sample:
+        chains = [[(g, True) for g in range(population)]]
+        sampled = False
+    else:
+        # systematic sampling with a random start; the samples alternate between CHAINS
+        # independent cache hierarchies simulated in parallel, each sample keeping its own
+        # warm-up group right before it
+        rng = np.random.default_rng(seed)
+        step = population / n_sample
+        picks = np.unique((rng.random() * step + step * np.arange(n_sample)).astype(np.int64))
+        picks = picks[picks < population]
+        chains = [[] for _ in range(CHAINS)]
+        for i, p in enumerate(picks):
+            ch = chains[i % CHAINS]
+            if p > 0 and (not ch or ch[-1][0] != p - 1):
+                ch.append((int(p) - 1, False))
+            ch.append((int(p), True))
+        chains = [ch for ch in chains if ch]
+        sampled = True
+    C, Gc = len(chains), max(len(ch) for ch in chains)
+    starts = np.zeros((C, Gc, T), np.int64)
+    nrows = np.zeros((C, Gc, T), np.int64)
+    meas = np.zeros((C, Gc), np.bool_)
+    for c, ch in enumerate(chains):
+        for gi, (g, is_meas) in enumerate(ch):
+            u, blk = divmod(g, per_unit)
+            meas[c, gi] = is_meas
+            for t in range(T):
+                lo = part[t] + blk * unit_rows
+                hi = min(part[t + 1], lo + unit_rows)
+                starts[c, gi, t] = u * m + lo
+                nrows[c, gi, t] = max(0, hi - lo)
+    return _Plan(starts, nrows, meas, population, unit_rows, sampled)
+
+
+def _counts(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan,
+            model: str) -> tuple[np.ndarray, dict | None]:
+    """Counters per (chain, group, thread) from the chosen cache model, and the profile's facts."""
+    if model == "exact":
+        return _counts_exact(cpu, job, indptr, indices, plan.starts, plan.nrows, plan.measured), None
+    if model != "profile":
+        raise ValueError(f"unknown cache model {model!r} (profile or exact)")
+    C, Gc, T = plan.starts.shape
+    chunk = register_chunk(cpu)
+    key = rs.pattern_key(indptr, indices, job.m, job.k, job.n, job.units, T, cpu.line, chunk,
+                         plan.starts.tobytes(), plan.nrows.tobytes(), plan.measured.tobytes())
+    prof = rs.cached_profile(key, lambda: rs.build_profile(
+        indptr, indices, plan.starts, plan.nrows, plan.measured, job.n, job.k, chunk, cpu.line))
+    counts = rs.misses_from_profile(
+        prof, line=cpu.line, l1=cpu.l1, l2=cpu.l2, l2_private=cpu.l2_private, l3=cpu.l3,
+        pf_streams=cpu.pf_streams, pf_dist=cpu.pf_dist, pf_degree=cpu.pf_degree
+    ).reshape(C, Gc, T, cs.N_COUNTS)
+    return counts, {"accesses_walked": prof.accesses_walked,
+                    "accesses_measured": prof.accesses_measured,
+                    "histogram_rows": int(prof.slots.size)}
+
+
+def _group_cycles(cpu: Cpu, job: SpmmJob, nnz_row: np.ndarray, starts: np.ndarray,
+                  nrows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Cycles of every simulated group (its slowest thread, or the shared DRAM bandwidth), and
+    per (group, thread) the index of the bound that limited it, with the bounds' names."""
+    # per (group, thread) pipeline cycles from the real nonzero counts of its rows
+    cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
+    rows_nnz = cs_nnz[starts + nrows] - cs_nnz[starts]
+    per_nnz, per_row = pipeline_costs(cpu, job.n)
+    pipe = rows_nnz * per_nnz + nrows * per_row
+    mem = _memory_cycles(cpu, counts.astype(np.float64))
+    bounds = {"pipeline": pipe, "latency": mem["latency"], "l2-bandwidth": mem["l2-bandwidth"],
+              "l3-bandwidth": mem["l3-bandwidth"], "dram-bandwidth": mem["dram-bandwidth"]}
+    stack = np.stack(list(bounds.values()))                    # (bounds, G, T)
+    thread_t = stack.max(axis=0)
+    group_t = thread_t.max(axis=1)
+    shared_dram = mem["dram_bytes"].sum(axis=1) / cpu.dram_bw
+    group_t = np.maximum(group_t, shared_dram) / cpu.spmm_eff
+    winner = stack.argmax(axis=0)                              # (G, T)
+    slow_t = thread_t.argmax(axis=1)
+    return group_t, winner[np.arange(winner.shape[0]), slow_t], list(bounds)
+
+
+def _details(cpu: Cpu, job: SpmmJob, plan: _Plan, model: str, ctot: np.ndarray, G: int,
+             n_meas: int, est: float, half: float, indptr: np.ndarray) -> dict:
+    demand = ctot[:4].sum()
+    rate = lambda i: float(ctot[i] / demand) if demand else 0.0   # noqa: E731
+    return {"simulation": "sampled" if plan.sampled else "exhaustive", "cache_model": model,
+            "groups_simulated": int(G), "groups_measured": int(n_meas),
+            "population_groups": int(plan.population), "rows_per_group": int(plan.unit_rows),
+            "ci95_cycles": [float((est - half) * job.scale), float((est + half) * job.scale)],
+            "ci95_rel": float(half / est) if est else 0.0,
+            "hit_rates": {"l1": rate(cs.L1_HIT), "l2": rate(cs.L2_HIT), "l3": rate(cs.L3_HIT),
+                          "dram": rate(cs.DRAM)},
+            "prefetched_lines": float(ctot[cs.PF_L3] + ctot[cs.PF_DRAM]),
+            "style": cpu.spmm_style, "threads": cpu.threads, "scale": job.scale,
+            "density": float(indptr[-1] / max(1, indptr.size - 1) / max(1, job.k))}
+
+
+def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, seed: int = 0,
+                  unit_rows: int | None = None, n_sample: int = SAMPLE_UNITS,
+                  cache: str | None = None) -> tuple[float, dict[str, float], dict[str, int], dict]:
+    """Cycles of the whole product (all real units) with the cache hierarchy simulated.
+
+    cache: "profile" (misses derived from the stream's reuse-distance profile, which is built once
+    per pattern and reused by every cache geometry) or "exact" (the set-associative LRU
+    simulation); None: the current CACHE_MODEL.
+    """
+    T = cpu.threads
+    indptr = np.ascontiguousarray(job.indptr, np.int64)
+    indices = np.ascontiguousarray(job.indices, np.int32)
+    nnz_row = np.diff(indptr)
+    nnz_mean = float(nnz_row.mean()) if nnz_row.size else 0.0
+    acc_row = _accesses_per_row(cpu, nnz_mean, job.n)
+    if exhaustive is None:
+        exhaustive = acc_row * job.m * job.units <= EXHAUSTIVE_ACCESSES
+    plan = _plan(job, T, acc_row, exhaustive, seed, unit_rows, n_sample)
+    model = cache if cache is not None else CACHE_MODEL.get()
+    counts_c, profile_info = _counts(cpu, job, indptr, indices, plan, model)
+    C, Gc, _ = plan.starts.shape
+    keep = (plan.nrows.sum(axis=2) > 0).reshape(-1)
+    starts = plan.starts.reshape(C * Gc, T)[keep]
+    nrows = plan.nrows.reshape(C * Gc, T)[keep]
+    measured = plan.measured.reshape(-1)[keep]
+    counts = counts_c.reshape(C * Gc, T, cs.N_COUNTS)[keep]
+    G = int(keep.sum())
+    group_t, limit, names = _group_cycles(cpu, job, nnz_row, starts, nrows, counts)
+    y = group_t[measured]
+    # which bound limited each measured group (by cycles, for the breakdown)
+    bd = {k: 0.0 for k in names}
+    for gi in np.nonzero(measured)[0]:
+        bd[names[limit[gi]]] += group_t[gi]
+    n_meas = y.size
+    if plan.sampled:
+        population = plan.population
+        est = population * y.mean()
+        sd = y.std(ddof=1) if n_meas > 1 else 0.0
+        half = 1.96 * population * sd / math.sqrt(n_meas) * math.sqrt(max(0.0, 1 - n_meas / population))
+        frac = est / max(y.sum(), 1e-30)
+    else:
+        est, half, frac = float(y.sum()), 0.0, 1.0
+    total = est * job.scale
+    bd = {k: v * frac * job.scale for k, v in bd.items() if v > 0}
+    ctot = counts[measured].sum(axis=(0, 1)).astype(np.float64) * frac * job.scale
+    by = {"l1": int(ctot[cs.L1_HIT] * cpu.line),
+          "l2": int((ctot[cs.L2_HIT]) * cpu.line),
+          "l3": int((ctot[cs.L3_HIT] + ctot[cs.PF_L3]) * cpu.line),
+          "dram": int((ctot[cs.DRAM] + ctot[cs.PF_DRAM]) * cpu.line)}
+    details = _details(cpu, job, plan, model, ctot, G, n_meas, est, half, indptr)
+    if profile_info is not None:
+        details["profile"] = profile_info
+    return total, bd, by, details
+
+# ---- sparsity patterns -------------------------------------------------------------------------
+
+
+def random_csr(m: int, k: int, density: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A uniformly random m x k pattern at `density` (CSR indptr, indices), row by row."""
+    if not 0.0 < density <= 1.0:
+        raise ValueError(f"density must be in (0, 1], got {density}")
+    if m * k > 400_000_000:
+        raise ValueError(f"{m} x {k} is too large for an explicit random pattern")
+    rng = np.random.default_rng(seed)
+    indptr = np.zeros(m + 1, np.int64)
+    chunks = []
+    step = max(1, 4_000_000 // max(k, 1))
+    for r0 in range(0, m, step):
+        r1 = min(m, r0 + step)
+        mask = rng.random((r1 - r0, k), dtype=np.float32) < density
+        indptr[r0 + 1:r1 + 1] = np.cumsum(mask.sum(axis=1))
+        chunks.append(np.nonzero(mask)[1].astype(np.int32))
+    for r0 in range(step, m, step):
+        indptr[r0 + 1:min(m, r0 + step) + 1] += indptr[r0]
+    return indptr, np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+
+
+def mask_of_result(method_result, rows: int, cols: int) -> np.ndarray:
+    """The nonzero mask of the pruned dO as (N*C, H*W) from the method's CSR (or its tensor)."""
+    csr = getattr(method_result, "csr", None)
+    if csr is not None:
+        if csr.shape != (rows, cols):
+            raise ValueError(f"the method's CSR is {csr.shape[0]} x {csr.shape[1]}, expected "
+                             f"{rows} x {cols}")
+        mask = np.zeros((rows, cols), bool)
+        r = np.repeat(np.arange(rows), np.diff(csr.indptr))
+        mask[r, csr.indices] = True
+        return mask
+    if method_result.pruned is not None:
+        return (np.asarray(method_result.pruned) != 0).reshape(rows, cols)
+    raise ValueError("a csr method result carries neither a CSR nor the pruned tensor")
+
+
+def csr_of_mask(mask2d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    indptr = np.zeros(mask2d.shape[0] + 1, np.int64)
+    indptr[1:] = np.cumsum(mask2d.sum(axis=1))
+    return indptr, np.nonzero(mask2d)[1].astype(np.int32)
