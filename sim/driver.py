@@ -33,6 +33,36 @@ def engines_for(hws) -> list[Engine]:
     return [engine_for(h if isinstance(h, HwConfig) else load_hwconfig(h)) for h in hws]
 
 
+STEP_PHASES = ("fwd-ops", "bwd-ops", "optimizer", "framework")
+
+
+def step_kernels(engine: Engine, workload, batch: int, profile, *, method=None,
+                 threads: int = 1) -> dict[str, list[KernelResult]]:
+    """The non-GEMM kernels of one training step on one engine, per STEP_PHASES.
+
+    The workload's non-GEMM ops (sim.stepops: BN, ReLU, pooling, adds, the loss, the optimizer)
+    as the framework profile runs them, each timed by the engine's streaming model, plus the
+    profile's fixed per-step overhead. A profile with `step_ops: none` gives empty phases (the
+    GEMMs-only step of earlier versions). `method` (a MethodSpec) adds the work a method puts
+    into the step itself (PruneTrain's group lasso).
+    """
+    from sim.stepops import step_ops
+    out: dict[str, list[KernelResult]] = {ph: [] for ph in STEP_PHASES}
+    if profile is None:
+        return out
+    ops = step_ops(workload, batch, profile=profile, dtype_bytes=engine.step_dtype_bytes(),
+                   method=method)
+    for op in ops:
+        out[op.phase].append(engine.stream(op, profile.launch_overhead, threads))
+    if profile.step_overhead > 0:
+        out["framework"].append(KernelResult(
+            engine.kind, engine.hw.name, "", "framework", "step-overhead",
+            profile.step_overhead, 1.0, 0, {"framework": profile.step_overhead},
+            details={"source": profile.sources.get("step_overhead", profile.path)},
+            category="framework"))
+    return out
+
+
 def charge_phase(method_result, run: Iterable[str]) -> str | None:
     """The one phase whose kernels include the method's own passes: the first phase the method
     names among those run (None: dense, or it names none of them)."""

@@ -27,6 +27,8 @@ CATEGORIES = (
     "memory",           # data movement the phase needs: im2col, col2im, transposes, CSR build
     "method-overhead",  # the method's own passes (thresholds, selection, compression)
     "generate",         # a method's generated result (random dW)
+    "step-op",          # non-GEMM work of the training step: BN, ReLU, pool, add, loss, optimizer
+    "framework",        # the framework's fixed per-step overhead (a framework profile's)
 )
 
 
@@ -150,6 +152,15 @@ class Engine(Protocol):
     def supports(self, job: PhaseJob) -> str | None: ...
 
     def simulate(self, job: PhaseJob) -> list[KernelResult]: ...
+
+    def stream(self, op, dispatch_s: float = 0.0, threads: int = 1) -> KernelResult:
+        """One non-GEMM kernel of the training step (a sim.stepops.StreamOp); dispatch_s is the
+        framework's host time per launch (it costs where it exceeds the device's own time)."""
+        ...
+
+    def step_dtype_bytes(self) -> int:
+        """Bytes per activation element of the step's non-GEMM ops on this engine."""
+        ...
 
 
 # hwconfig kind -> "module:Class" of its engine; the one place an engine family is registered

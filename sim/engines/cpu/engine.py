@@ -26,8 +26,8 @@ import numpy as np
 from sim.engines.base import KernelResult, PhaseJob, Unsupported
 from sim.engines.cpu.gemm import gemm_model
 from sim.engines.cpu.passes import (col2im_pass, csr_build_pass, im2col_pass, method_pass,
-                                    transpose_pass)
-from sim.engines.cpu.spec import Cpu, cpu_spec, kernel_result
+                                    stream_pass, transpose_pass)
+from sim.engines.cpu.spec import F32, Cpu, cpu_spec, kernel_result
 from sim.engines.cpu.spmm import SpmmJob, csr_of_mask, mask_of_result, random_csr, simulate_spmm
 from sim.errors import ConfigError
 
@@ -76,6 +76,23 @@ class CpuEngine:
         if job.layer is None:
             return _gemm_only(cpu, job.gemm, job.method, job.seed) + over
         return self._layer_phase(cpu, job) + over
+
+    def stream(self, op, dispatch_s: float = 0.0, threads: int = 1) -> KernelResult:
+        """A non-GEMM kernel of the training step (sim.stepops.StreamOp) as a vectorized streaming
+        loop through the cache model's levels (stream_pass), plus the framework's per-launch time
+        (a CPU framework runs its kernels synchronously, so dispatch adds rather than overlaps)."""
+        from sim.stepops import cpu_stream_args
+        cpu = cpu_spec(self.hw, threads)
+        cyc, bd, by = stream_pass(cpu, **cpu_stream_args(op, dtype_bytes=F32, simd_lanes=cpu.simd))
+        if dispatch_s > 0:
+            bd = dict(bd, dispatch=dispatch_s * max(1, op.launches) * cpu.clock)
+            cyc += bd["dispatch"]
+        return kernel_result(cpu, op.layer, op.phase, op.kernel, cyc, op.flops, bd, by,
+                             {"op": op.op, "note": op.note}, category="step-op")
+
+    def step_dtype_bytes(self) -> int:
+        """Bytes per activation element of the non-GEMM ops: fp32 (Caffe's CPU path)."""
+        return F32
 
     def gemm(self, m: int, n: int, k: int, *, density: float | None = None,
              dtype: str | None = None, threads: int = 1, seed: int = 0) -> list[KernelResult]:

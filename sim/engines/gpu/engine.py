@@ -12,7 +12,7 @@ from sim.engines.base import KernelResult, PhaseJob
 from sim.engines.gpu import patch
 from sim.engines.gpu.gemm import gemm_phase, simulate_gemm
 from sim.engines.gpu.spec import DTYPE_BYTES, gpu_spec
-from sim.engines.gpu.stream import method_overhead
+from sim.engines.gpu.stream import method_overhead, step_op_kernel
 from sim.errors import PrunesimError
 
 
@@ -57,6 +57,15 @@ class GpuEngine:
                 and mr.work.passes + mr.work.elems_read + mr.work.elems_written > 0:
             out.append(method_overhead(self.hw, g, mr, dtype))
         return out
+
+    def stream(self, op, dispatch_s: float = 0.0, threads: int = 1) -> KernelResult:
+        """A non-GEMM kernel of the training step (sim.stepops.StreamOp) as a streaming kernel
+        (threads: a CPU notion, ignored)."""
+        return step_op_kernel(self.hw, op, dispatch_s)
+
+    def step_dtype_bytes(self) -> int:
+        """Bytes per activation element of the non-GEMM ops: those of the default GEMM dtype."""
+        return DTYPE_BYTES[self.spec.default_dtype()]
 
     def gemm(self, m: int, n: int, k: int, *, sparse: str | None = None,
              dtype: str | None = None) -> list[KernelResult]:

@@ -5,6 +5,8 @@ patch engine's memsets and transposes, and direct grouped convs; soon the non-GE
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sim.engines.base import KernelResult
 from sim.engines.gpu.spec import DTYPE_BYTES, gpu_spec
 from sim.hwconfig import HwConfig
@@ -54,3 +56,20 @@ def method_overhead(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
                          ops=w.compares + w.flops + w.random_draws, launches=max(1, w.passes),
                          layer=gemm.layer, phase=gemm.phase, cause="method_overhead",
                          category="method-overhead", details={"work": w.as_dict()})
+
+
+def step_op_kernel(hw: HwConfig, op, dispatch_s: float = 0.0) -> KernelResult:
+    """A non-GEMM kernel of the training step (sim.stepops.StreamOp) as a streaming kernel.
+
+    StreamOp counts an FMA as 2 flops, stream_kernel one op per lane per clock: ops = flops / 2.
+    The host enqueues launches asynchronously, so the framework's dispatch time per launch costs
+    only where it exceeds the GPU's own time (small kernels: host-bound), filed as "dispatch".
+    """
+    kr = stream_kernel(hw, op.kernel, read_bytes=op.read_bytes, write_bytes=op.write_bytes,
+                       ops=op.flops / 2, launches=max(1, op.launches), layer=op.layer,
+                       phase=op.phase, category="step-op", details={"op": op.op, "note": op.note})
+    host = dispatch_s * max(1, op.launches) * kr.clock_hz
+    if host <= kr.cycles:
+        return kr
+    bd = dict(kr.breakdown, dispatch=(host - kr.cycles) / kr.clock_hz)
+    return replace(kr, cycles=host, breakdown=bd)
