@@ -16,9 +16,9 @@ writes each result once (no cache reuse across kernels: the activations of a rea
 training batch sizes exceed the L2; the CPU engine's cache model decides for itself from the
 footprints, see `cpu_stream_args`).
 
-Timing is engine-agnostic and pure: `gpu_stream_seconds` is the GPU engine's streaming-kernel
-formula (the same as sim/engines/tensorcore.py `stream_kernel`), and `cpu_stream_args` gives the
-keyword arguments of the CPU engine's `stream_pass`.
+Timing is the engines': each times a StreamOp with its own streaming model (`Engine.stream`:
+sim/engines/gpu/stream.py `step_op_kernel`, the CPU's `stream_pass` fed by `cpu_stream_args`
+here), and sim/driver.py `step_kernels` collects them per phase.
 """
 from __future__ import annotations
 
@@ -519,43 +519,6 @@ def _optimizer_ops(e: _Emit, wl: Workload, profile) -> list[StreamOp]:
 
 # ----------------------------------------------------------------------------------------------
 # Timing
-
-
-def gpu_stream_seconds(op: StreamOp, *, dram_bytes_per_s: float, launch_s: float,
-                       fp32_flops_per_s: float, inflight_bytes: float | None = None,
-                       dram_latency_s: float = 0.0, dispatch_s: float = 0.0
-                       ) -> tuple[float, dict[str, float]]:
-    """A StreamOp as a bandwidth/latency-bound GPU streaming kernel: the formula of
-    sim/engines/tensorcore.py `stream_kernel`, in seconds.
-
-    body = max(bytes / bw, flops / fp32_flops_per_s) + dram_latency_s * launches, where
-    bw = min(dram_bytes_per_s, inflight_bytes / dram_latency_s) (Little's law; the engine passes
-    sm_count * max_threads_per_sm * 16 B), and launch = launch_s * max(1, launches) (the hwconfig's
-    GPU-side gap per dependent launch). stream_kernel counts one CUDA-core op per lane per clock;
-    with flops here counting an FMA as 2, pass fp32_flops_per_s = 2 x that lane rate for a
-    streaming FMA and the two agree exactly (tests/test_stepops.py checks it).
-
-    dispatch_s is the framework's host-side time per launch (FrameworkProfile.launch_overhead): the
-    host enqueues asynchronously, so it only costs where it exceeds the GPU's own time:
-    seconds = max(body + launch, dispatch_s * launches); the excess is reported as "dispatch".
-    Breakdown keys: "memory" or "math" (whichever bounds the body), "launch", "dispatch"; they
-    add up to seconds.
-    """
-    bw = dram_bytes_per_s
-    if inflight_bytes is not None and dram_latency_s > 0:
-        bw = min(bw, inflight_bytes / dram_latency_s)
-    mem = op.bytes / bw
-    alu = op.flops / fp32_flops_per_s
-    launches = max(1, op.launches)
-    body = max(mem, alu) + dram_latency_s * op.launches
-    launch = launch_s * launches
-    total = body + launch
-    bd = {"math" if alu > mem else "memory": body, "launch": launch}
-    host = dispatch_s * launches
-    if host > total:
-        bd["dispatch"] = host - total
-        total = host
-    return total, bd
 
 
 def cpu_stream_args(op: StreamOp, *, dtype_bytes: int = 4, simd_lanes: int = 1) -> dict:

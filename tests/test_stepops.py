@@ -8,7 +8,7 @@ import pytest
 from sim.errors import WorkloadError
 from sim.frameworks import framework_from_dict, load_framework
 from sim.methods import parse_method
-from sim.stepops import (PARAM_BYTES, StreamOp, cpu_stream_args, gpu_stream_seconds,
+from sim.stepops import (PARAM_BYTES, StreamOp, cpu_stream_args,
                          mta_launches, param_tensors, phase_totals, step_ops)
 from sim.workload import load_workload, workload_from_dict
 
@@ -180,37 +180,21 @@ def _op(r=1000, w=500, flops=0, launches=1):
     return StreamOp("l", "relu", "fwd-ops", "k", r, w, flops, launches, 100, "")
 
 
-def test_gpu_stream_seconds_hand_arithmetic():
-    s, bd = gpu_stream_seconds(_op(), dram_bytes_per_s=1e9, launch_s=2e-6, fp32_flops_per_s=1e12,
-                               dram_latency_s=1e-6)
-    assert s == pytest.approx(1500 / 1e9 + 1e-6 + 2e-6)
-    assert set(bd) == {"memory", "launch"} and sum(bd.values()) == pytest.approx(s)
-    # Little's law: 1000 B in flight over 1 us latency = 1 GB/s caps a 10 GB/s DRAM
-    s2, _ = gpu_stream_seconds(_op(), dram_bytes_per_s=1e10, launch_s=0.0, fp32_flops_per_s=1e12,
-                               inflight_bytes=1000, dram_latency_s=1e-6)
-    assert s2 == pytest.approx(1500 / 1e9 + 1e-6)
-    s3, bd3 = gpu_stream_seconds(_op(flops=10 ** 6), dram_bytes_per_s=1e12, launch_s=0.0,
-                                 fp32_flops_per_s=1e9)
-    assert s3 == pytest.approx(1e-3) and "math" in bd3
-    # host dispatch only costs what it exceeds
-    s4, bd4 = gpu_stream_seconds(_op(launches=3), dram_bytes_per_s=1e12, launch_s=1e-6,
-                                 fp32_flops_per_s=1e12, dispatch_s=5e-6)
-    assert s4 == pytest.approx(15e-6) and sum(bd4.values()) == pytest.approx(s4)
-
-
-def test_gpu_stream_seconds_agrees_with_tensorcore_stream_kernel():
-    tc = pytest.importorskip("sim.engines.tensorcore")
+def test_gpu_engine_stream_is_a_streaming_kernel_with_host_dispatch():
+    from sim.engines.base import engine_for
+    from sim.engines.gpu.stream import stream_kernel
     from sim.hwconfig import load_hwconfig
     hw = load_hwconfig("a100-sxm4-40gb")
-    s = tc.gpu_spec(hw)
-    ref = tc.stream_kernel(hw, "x", read_bytes=3e6, write_bytes=1e6, ops=5e5, launches=2)
-    lane = s.sm * s.cuda_rate * s.cuda_ratio * s.clock
-    mine, _ = gpu_stream_seconds(_op(r=3_000_000, w=1_000_000, flops=10 ** 6, launches=2),
-                                 dram_bytes_per_s=s.dram_bpc * s.clock, launch_s=s.launch / s.clock,
-                                 fp32_flops_per_s=2 * lane,
-                                 inflight_bytes=s.sm * s.max_threads * 16,
-                                 dram_latency_s=s.dram_lat / s.clock)
-    assert mine == pytest.approx(ref.seconds, rel=1e-12)
+    e = engine_for(hw)
+    op = _op(r=3_000_000, w=1_000_000, flops=10 ** 6, launches=2)
+    ref = stream_kernel(hw, "x", read_bytes=3e6, write_bytes=1e6, ops=5e5, launches=2)
+    k = e.stream(op)
+    assert k.seconds == pytest.approx(ref.seconds, rel=1e-12) and k.category == "step-op"
+    # host dispatch costs only where it exceeds the GPU's own time
+    assert e.stream(op, dispatch_s=1e-9).seconds == pytest.approx(k.seconds, rel=1e-12)
+    slow = e.stream(op, dispatch_s=1e-3)
+    assert slow.seconds == pytest.approx(2e-3) and slow.breakdown["dispatch"] > 0
+    assert sum(slow.breakdown.values()) == pytest.approx(slow.seconds)
 
 
 def test_cpu_stream_args():
@@ -224,10 +208,14 @@ def test_cpu_stream_args():
 
 
 def test_cpu_stream_args_feed_stream_pass():
-    cpu_mod = pytest.importorskip("sim.engines.cpu")
+    from sim.engines.base import engine_for
     from sim.hwconfig import load_hwconfig
-    cpu = cpu_mod.cpu_view(load_hwconfig("xeon-e5-2680v4"))
+    e = engine_for(load_hwconfig("xeon-e5-2680v4"))
     ops = step_ops(tiny(), N, profile=load_framework("caffe"), dtype_bytes=4)
     for op in ops:
-        cycles, bd, by = cpu_mod.stream_pass(cpu, **cpu_stream_args(op, dtype_bytes=4))
-        assert cycles > 0 and sum(by.values()) == pytest.approx(op.bytes, abs=2)
+        k = e.stream(op)
+        assert k.seconds > 0 and sum(k.bytes.values()) == pytest.approx(op.bytes, abs=2)
+        assert k.category == "step-op"
+    # Caffe runs kernels synchronously: dispatch adds to the loop's time
+    assert e.stream(ops[0], dispatch_s=1e-6).seconds == pytest.approx(
+        e.stream(ops[0]).seconds + 1e-6 * max(1, ops[0].launches))
