@@ -91,7 +91,8 @@ def test_every_kernel_has_its_category():
                             assert k.category == _expected_category(k.kernel), k.kernel
                             seen.add(k.category)
         assert eng.gemm(64, 64, 64)[0].category == "math"
-    assert seen == set(CATEGORIES)
+    # step-op and framework kernels come from Engine.stream / driver.step_kernels (test_stepops)
+    assert seen == set(CATEGORIES) - {"step-op", "framework"}
 
 
 def test_charge_method_is_the_drivers_decision(a100):

@@ -95,9 +95,13 @@ class CpuEngine:
         return F32
 
     def gemm(self, m: int, n: int, k: int, *, density: float | None = None,
-             dtype: str | None = None, threads: int = 1, seed: int = 0) -> list[KernelResult]:
+             sparse: str | None = None, dtype: str | None = None, threads: int = 1,
+             seed: int = 0) -> list[KernelResult]:
         """One fp32 GEMM C[m,n] = A[m,k] B[k,n] (`prunesim gemm`): dense (density None) or A as a
-        uniformly random CSR pattern at `density`."""
+        uniformly random CSR pattern at `density`. sparse (n:m tensor cores) is refused."""
+        if sparse is not None:
+            raise ConfigError(self.hw.path, "--sparse", "N:M structured sparsity needs sparse "
+                              "tensor cores (a GPU config); a CPU config takes --density")
         # fp16 is the command's default for every engine: the CPU runs it as Caffe does, in fp32
         if dtype not in (None, "fp32", "fp16"):
             raise ConfigError(self.hw.path, "--dtype", f"the CPU engine models fp32 (Caffe), not "

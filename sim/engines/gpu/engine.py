@@ -68,8 +68,13 @@ class GpuEngine:
         return DTYPE_BYTES[self.spec.default_dtype()]
 
     def gemm(self, m: int, n: int, k: int, *, sparse: str | None = None,
-             dtype: str | None = None) -> list[KernelResult]:
-        """One GEMM for `prunesim gemm`; sparse: an "n:m" pattern of A, None dense."""
+             density: float | None = None, dtype: str | None = None, threads: int = 1,
+             seed: int = 0) -> list[KernelResult]:
+        """One GEMM for `prunesim gemm`; sparse: an "n:m" pattern of A, None dense. density
+        (unstructured CSR, a CPU notion) is refused; threads and seed do not apply to a GPU."""
+        if density is not None:
+            raise PrunesimError(self.hw.path, "--density", "CSR density is a CPU option; a GPU "
+                                "config takes --sparse N:M")
         dtype = dtype or self.spec.default_dtype()
         if dtype not in DTYPE_BYTES:
             raise PrunesimError(None, "--dtype", f"unknown GPU dtype {dtype!r} (known: "
