@@ -287,6 +287,9 @@ def _add_train_command(sub) -> None:
                    help="time layers with the roofline model of the cluster's device (peak_math, "
                         "mem_bandwidth) instead of the cycle-level engine; without it a device "
                         "hwconfig that does not load is an error")
+    p.add_argument("--framework", default=None, metavar="NAME|PATH",
+                   help="framework profile: the step's non-GEMM kernels, optimizer and overhead "
+                        "(hwconfigs/frameworks/; default pytorch-eager; gemm-only: GEMMs alone)")
     p.add_argument("--yes-large", action="store_true",
                    help="run work above a budget of sim/limits.py (docs/hardening.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -74,3 +74,17 @@ def test_generated_report_current():
         assert f"## {title}" in doc
         body = doc.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
         assert "(skipped in this run)" not in body and body.count("\n| ") >= 2, sec
+
+
+def test_whole_step_rows_compute():
+    """B's end-to-end rows and D's SDGP rows on the whole step (#13): they compute, carry their
+    GEMM-only figure in the note, and say what the published figure includes that we do not model."""
+    rows = v.compute(quick=True, groups=("b", "d-step"))
+    assert not [r for r in rows if r.status == "failed"]
+    e2e = [r for r in rows if "whole step" in r.what or "whole-step" in r.what]
+    assert len(e2e) >= 9
+    for r in e2e:
+        assert isinstance(r.modeled, float) and math.isfinite(r.modeled), r.what
+    cnn = [r for r in e2e if "2-layer CNN" in r.what]
+    assert cnn and all("switching" in r.note for r in cnn)
+    assert all("GEMMs alone" in r.note for r in e2e if r.section == "B")

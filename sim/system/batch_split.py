@@ -33,7 +33,7 @@ def capped_run(grown, fixed_at_cap, cap: int, initial: int):
 
 def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajectory, samples: int,
                      max_global_batch: int | None = None, dense=None,
-                     engine: str = "auto") -> dict:
+                     engine: str = "auto", framework=None) -> dict:
     """The capped PruneTrain run with dynamic mini-batch, and its speedup split (module doc)."""
     from sim.methods import parse_method
     from sim.system.prunetrain import simulate_run
@@ -44,7 +44,8 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
         warnings.append(f"global batch cap {cap_global} is beyond {DEFAULT_MAX_GLOBAL_BATCH}, where "
                         "linear learning-rate scaling is shown to keep accuracy (Goyal et al. "
                         "2017): the accuracy of such a run is not established")
-    kw = dict(epochs=epochs, trajectory=trajectory, samples=samples, engine=engine)
+    kw = dict(epochs=epochs, trajectory=trajectory, samples=samples, engine=engine,
+              framework=framework)
     grown = simulate_run(workload, cluster, spec, batch=batch, dynamic_batch="device", **kw)
     peak = max(e.batch for e in grown.epochs)
     cap = max(batch, batch + BATCH_STEP * ((cap_global // nd - batch) // BATCH_STEP))
@@ -60,7 +61,8 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
                         f"{cap_global}")
     pruned = simulate_run(workload, cluster, spec, batch=batch, **kw)
     dense = dense or simulate_run(workload, cluster, parse_method("dense"), batch=batch,
-                                  epochs=epochs, samples=samples, engine=engine)
+                                  epochs=epochs, samples=samples, engine=engine,
+                                  framework=framework)
     ratio = lambda a, b: a.train_seconds / b.train_seconds if b.train_seconds else None  # noqa: E731
     return {"run": run, "pruning_alone": ratio(dense, pruned), "batch_growth": ratio(pruned, run),
             "together": ratio(dense, run), "cap_per_device": cap, "max_global_batch": cap_global,

@@ -57,6 +57,18 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
                      what=f"{epochs} epochs x {per_epoch} iterations")
 
 
+def framework_arg(name):
+    """The --framework profile (None: the default), its errors one line naming --framework."""
+    from sim.errors import PrunesimError
+    from sim.system.timeline import resolve_framework
+    try:
+        return resolve_framework(name)
+    except PrunesimError as e:
+        if name is None:
+            raise
+        raise ConfigError(None, "--framework", str(e)) from None
+
+
 def build_runs(args):
     from sim.methods import method_info, parse_combination, parse_method, refuse_unused
     from sim.system.cluster import load_cluster
@@ -89,6 +101,7 @@ def build_runs(args):
                               + ("" if d else " (or a trace directory as --workload: its "
                                  "provenance records the training it ran)"))
     _check_inputs(args, w, cl, epochs, batch, samples)
+    fw = framework_arg(getattr(args, "framework", None))
     traj, dyn = None, None
     if pt is not None:
         t = args.trajectory
@@ -110,19 +123,20 @@ def build_runs(args):
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
     engine = "roofline" if getattr(args, "roofline", False) else "auto"
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
-                         engine=engine)
+                         engine=engine, framework=fw)
     if dyn == "device":
         from sim.system.batch_split import prunetrain_split
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
-            max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine)
+            max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine,
+            framework=fw)
         run = args.prunetrain_split["run"]
     elif getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
                           "(its dynamic mini-batch)")
     else:
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
-                           dynamic_batch=dyn, samples=samples, engine=engine)
+                           dynamic_batch=dyn, samples=samples, engine=engine, framework=fw)
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
     return w, cl, spec, run, dense
@@ -154,7 +168,7 @@ def cmd_train(args) -> int:
         out = {"workload": w.name, "cluster": cl.name, "devices": cl.devices,
                "dimensions": [{"name": d.name, "devices": d.devices, "link": d.link}
                               for d in cl.dimensions],
-               "timing_source": run.timing_source,
+               "timing_source": run.timing_source, "framework": run.framework,
                "timing_model": "roofline" if roofline else "engine", "timing_fallback": fallback,
                "method": run.to_json(), "dense": dense.to_json(),
                "epochs": len(run.epochs),
@@ -171,6 +185,8 @@ def cmd_train(args) -> int:
                                                     if fallback else
                                                     "  <-- not the cycle-level engine"
                                                     if roofline else ""))
+    print(f"framework profile: {run.framework} (non-GEMM kernels, optimizer and per-step "
+          "overhead in every step; --framework gemm-only: GEMMs alone)")
     print(f"trajectory: {run.trajectory}")
     for r in (run, dense):
         e0 = r.epochs[0]
@@ -180,7 +196,9 @@ def cmd_train(args) -> int:
               f"{_fmt_s(r.comm_seconds)} "
               f"(exposed {_fmt_s(sum(e.exposed_comm_seconds for e in r.epochs))})")
         print(f"  epoch 0: batch {e0.batch}/device, {e0.iterations} iterations, iteration "
-              f"{e0.iteration.seconds * 1e3:.2f} ms (compute {e0.iteration.compute_seconds * 1e3:.2f}, "
+              f"{e0.iteration.seconds * 1e3:.2f} ms (compute {e0.iteration.compute_seconds * 1e3:.2f} "
+              f"of which non-GEMM ops {e0.iteration.ops_seconds * 1e3:.2f}, optimizer "
+              f"{e0.iteration.optimizer_seconds * 1e3:.2f}, "
               f"all-reduce {e0.iteration.comm_seconds * 1e3:.2f}, exposed "
               f"{e0.iteration.exposed_comm_seconds * 1e3:.2f}, {len(e0.iteration.buckets)} buckets)")
         if len(batches) > 1:

@@ -34,7 +34,7 @@ from sim.methods.info import method_info
 from sim.methods.prunetrain import space_channels
 from sim.system.collectives import levels_of
 from sim.system.memory import BATCH_STEP, footprint
-from sim.system.timeline import (IterationResult, layer_times, optimizer_seconds,
+from sim.system.timeline import (IterationResult, layer_times, resolve_framework,
                                  simulate_iteration)
 from sim.system.trajectory import Trajectory, apply_widths, layer_widths  # noqa: F401 (re-exported)
 from sim.workload import Workload, lower
@@ -225,6 +225,7 @@ class Run:
     trajectory: str
     epochs: tuple[Epoch, ...]
     notes: tuple[str, ...] = field(default=())
+    framework: str = ""      # the framework profile the step was timed under (sim.frameworks)
 
     @property
     def train_seconds(self) -> float:
@@ -240,8 +241,8 @@ class Run:
 
     def to_json(self) -> dict:
         return {"method": self.method, "workload": self.workload, "devices": self.devices,
-                "timing_source": self.timing_source, "trajectory": self.trajectory,
-                "train_seconds": self.train_seconds, "comm_bytes": self.comm_bytes,
+                "timing_source": self.timing_source, "framework": self.framework,
+                "trajectory": self.trajectory, "train_seconds": self.train_seconds, "comm_bytes": self.comm_bytes,
                 "comm_seconds": self.comm_seconds,
                 "exposed_comm_seconds": sum(e.exposed_comm_seconds for e in self.epochs),
                 "flops": sum(e.flops * self.devices for e in self.epochs),
@@ -260,18 +261,21 @@ def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserv
 
 def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int,
                  trajectory: Trajectory | None = None, dynamic_batch: str | None = None,
-                 engine: str = "auto", samples: int | None = None) -> Run:
-    """Per-epoch simulated time, communication and FLOPs.
+                 engine: str = "auto", samples: int | None = None, framework=None) -> Run:
+    """Per-epoch simulated time, communication and FLOPs of the whole training step.
 
     method: a MethodSpec. trajectory: widths over epochs (None: dense). dynamic_batch: None,
-    "device" or "relative" (see the module docstring). Distinct (widths, batch) pairs are simulated
-    once and reused across epochs."""
+    "device" or "relative" (see the module docstring). framework: the framework profile whose
+    non-GEMM kernels, optimizer and per-step overhead the step includes (a name, a path, a
+    FrameworkProfile; None: sim.system.timeline.DEFAULT_FRAMEWORK). Distinct (widths, batch)
+    pairs are simulated once and reused across epochs."""
     from sim.methods.schedule import applies, paper_schedule
     samples = samples or DATASET_SAMPLES.get(workload.dataset or "", None)
     if samples is None:
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
                           f"{workload.dataset!r} (known: {', '.join(DATASET_SAMPLES)})")
     dev, tr = cluster.device, cluster.training
+    profile = resolve_framework(framework)
     act = int(tr.activation_bytes.value)
     reserved = int(dev.reserved.value)
     levels = levels_of(cluster)
@@ -308,15 +312,16 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         """Mean over the schedule period of one iteration at batch b (memoized)."""
         key = (tuple(sorted(widths.items())), b)
         if key not in cache:
-            timing = layer_times(w, b, dev, tr, engine, method)
-            opt = optimizer_seconds(w.params(), dev.mem_bandwidth.value)
+            timing = layer_times(w, b, dev, tr, engine, method, profile)
+            opt = timing.optimizer
             its = []
             for s in skip_sets:
                 lt = timing.layers
                 if s and not comm_skip:  # random: compute skipped, communication kept
                     lt = tuple(replace(x, wgc=0.0) if x.name in s else x for x in lt)
                     s = frozenset()
-                its.append(simulate_iteration(lt, levels, tr.bucket.value, opt, s))
+                its.append(simulate_iteration(lt, levels, tr.bucket.value, opt, s,
+                                              timing.step_overhead))
             mean = lambda f: sum(f(i) for i in its) / len(its)
             cache[key] = dict(first=its[0], seconds=mean(lambda i: i.seconds),
                               comm_bytes=mean(lambda i: i.comm_bytes),
@@ -350,4 +355,5 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     if dynamic_batch:
         notes.append("learning rate scaled by batch / initial batch (lr_scale), as PruneTrain does")
     return Run(method.label, workload.name, cluster.devices, source,
-               trajectory.source if trajectory else "dense (no trajectory)", tuple(out), tuple(notes))
+               trajectory.source if trajectory else "dense (no trajectory)", tuple(out), tuple(notes),
+               profile.name)

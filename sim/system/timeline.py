@@ -1,26 +1,33 @@
 """One training iteration on many devices, in SimPy: compute stream, DDP buckets, all-reduce stream.
 
-Inputs are per-layer times (`layer_times`): FWD, AGBP and WGC seconds and the gradient bytes each
-layer contributes. The engine of the device's hwconfig provides them through sim.driver; the
+Inputs are per-layer times (`layer_times`): FWD, AGBP and WGC seconds, the layer's non-GEMM kernels
+(BN, ReLU, bias, gradient sums: `fwd_ops`, `bwd_ops`, from sim.stepops under a framework profile,
+sim.frameworks) and the gradient bytes each layer contributes; pools, adds and the loss are entries
+of their own (no GEMMs, no gradient). The engine of the device's hwconfig provides them through sim.driver; the
 roofline model (documented below, labeled in every output) stands in only when asked for
 (`train --roofline`) or when the device names no hwconfig. An engine error propagates.
 
 The iteration (data-parallel, one replica per device, all devices symmetric):
-  compute stream: FWD over layers in order, then the backward in reverse: per layer AGBP then WGC
-  (a layer's gradient is ready when its WGC ends; a layer under the `zero` approximation this
-  batch skips its WGC and sends no gradient);
+  compute stream: per entry in op order FWD then its forward ops (BN, ReLU, ...), the loss, then
+  the backward in reverse: per entry its backward ops (gradient sum at a fork, ReLU and BN
+  backward) then AGBP then WGC (a layer's gradient is ready when its WGC ends; a layer under the
+  `zero` approximation this batch skips its WGC and sends no gradient, but its BN backward runs);
   buckets: as PyTorch DDP, parameters in reverse order fill buckets up to the cap (25 MB by
   default); a bucket is launched when the last gradient in it is ready;
   comm stream: one collective at a time, FIFO (NCCL runs DDP's all-reduces on one stream), each the
   simulated hierarchical all-reduce of sim.system.collectives, overlapping the rest of the backward;
-  optimizer step: after the backward and the last all-reduce; SGD with momentum streams weights,
-  gradients and momentum (read 3, write 2 fp32 words per parameter) at the device's memory
-  bandwidth.
+  optimizer step: after the backward and the last all-reduce: the profile's optimizer kernels
+  (sim.stepops: e.g. PyTorch's foreach SGD reads 7 and writes 4 FP32 words per parameter in 4
+  multi-tensor kernels; the fused minimum is read 3 (w, g, momentum), write 2 (w, momentum)),
+  then the profile's fixed per-step overhead.
+Non-GEMM kernels are timed by the device's engine (Engine.stream); on the roofline path each takes
+its bytes / mem_bandwidth (no launch cost). The `gemm-only` profile has none of them and no
+optimizer step: the compute stream of the GEMMs alone.
 Exposed communication is the time the optimizer step waits for the comm stream after the backward.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Sequence
 
@@ -29,18 +36,22 @@ import simpy
 from sim.system.collectives import Level, allreduce_bytes_sent, allreduce_seconds
 from sim.workload import Gemm, Workload, lower
 
-OPTIMIZER_WORDS_PER_PARAM = 5      # SGD momentum: read w, g, m; write w, m
-OPTIMIZER_WORD_BYTES = 4           # fp32 master weights and momentum
+DEFAULT_FRAMEWORK = "pytorch-eager"   # the profile `framework=None` means (train, replay --cluster)
 
 
 @dataclass(frozen=True)
 class LayerTimes:
+    """One entry of the compute stream: a conv/FC layer (GEMMs and its own non-GEMM kernels) or a
+    non-GEMM op (pool, add, the loss: GEMM times and gradient bytes 0)."""
+
     name: str
     fwd: float
     agbp: float
     wgc: float
     grad_bytes: int
     params: int
+    fwd_ops: float = 0.0     # non-GEMM forward kernels after the FWD GEMM
+    bwd_ops: float = 0.0     # non-GEMM backward kernels before AGBP
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,17 @@ class Timing:
 
     layers: tuple[LayerTimes, ...]
     source: str          # "engine:tensorcore (hw, dtype)", ROOFLINE_ASKED or ROOFLINE_NO_HW
+    optimizer: float = 0.0       # s: the profile's optimizer kernels (after the all-reduce)
+    step_overhead: float = 0.0   # s: the profile's fixed per-step overhead
+    framework: str = ""          # the profile's name
+
+    @property
+    def gemm_seconds(self) -> float:
+        return sum(l.fwd + l.agbp + l.wgc for l in self.layers)
+
+    @property
+    def ops_seconds(self) -> float:
+        return sum(l.fwd_ops + l.bwd_ops for l in self.layers)
 
     @property
     def fallback(self) -> bool:
@@ -100,23 +122,33 @@ def _load_hw(name: str):
     return load_hwconfig(name)
 
 
+def resolve_framework(framework=None):
+    """A FrameworkProfile from None (DEFAULT_FRAMEWORK), a bundled name, a path or a profile."""
+    from sim.frameworks import FrameworkProfile, load_framework
+    if isinstance(framework, FrameworkProfile):
+        return framework
+    return load_framework(framework or DEFAULT_FRAMEWORK)
+
+
 def layer_times(workload: Workload, batch: int, device, training, engine: str = "auto",
-                method=None) -> Timing:
-    """FWD/AGBP/WGC seconds and gradient bytes per layer at the workload's widths.
+                method=None, framework=None) -> Timing:
+    """FWD/AGBP/WGC seconds, non-GEMM kernels and gradient bytes per layer at the workload's widths.
 
     engine: "auto" (the engine of the device's hwconfig, through sim.driver; the roofline model
     only when the device names no hwconfig, said in the source), "roofline" (the roofline model by
     choice: `train --roofline`). An engine error (a hwconfig that does not load, a layer the engine
     does not model) propagates as its one-line error: no silent fallback.
     method: a MethodSpec; SDGP (sdgp-*) prunes AGBP through the nominal n:m result (engine only;
-    the roofline model has no sparse model). Every other method: dense times."""
+    the roofline model has no sparse model); PruneTrain adds its group-lasso kernels. Every other
+    method: dense times. framework: a profile (resolve_framework) giving the non-GEMM kernels."""
+    profile = resolve_framework(framework)
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
     roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
     sdgp = method if (method is not None and method.id.startswith("sdgp-")) else None
     gb = int(training.grad_bytes.value)
     hw = None if roofline else _load_hw(device.hwconfig)
-    out = []
+    gemm = {}
     for l in workload.layers:
         if roofline:
             t = {ph: 0.0 if ph == "agbp" and not l.needs_agbp else
@@ -124,17 +156,79 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
                  for ph, g in lower(l, batch).items()}
         else:
             t = _engine_layer_seconds(device.hwconfig, l, batch, dtype, sdgp)
-        out.append(LayerTimes(l.name, t["fwd"], t.get("agbp", 0.0), t["wgc"],
-                              l.param_count * gb, l.param_count))
+        gemm[l.name] = LayerTimes(l.name, t["fwd"], t.get("agbp", 0.0), t["wgc"],
+                                  l.param_count * gb, l.param_count)
     if roofline:
+        ops = _roofline_step_seconds(workload, batch, profile, method, dt,
+                                     device.mem_bandwidth.value)
         src = ROOFLINE_ASKED if engine == "roofline" else ROOFLINE_NO_HW
     else:
+        ops = _engine_step_seconds(device.hwconfig, workload, batch, profile, method)
         src = f"engine:{'tensorcore' if hw.kind == 'gpu' else hw.kind} ({device.hwconfig}, {dtype})"
-    return Timing(tuple(out), src)
+    return Timing(_entries(workload, gemm, ops), src, ops["optimizer"], ops["framework"],
+                  profile.name)
 
 
-def optimizer_seconds(params: int, mem_bw: float) -> float:
-    return params * OPTIMIZER_WORDS_PER_PARAM * OPTIMIZER_WORD_BYTES / mem_bw
+def _entries(workload: Workload, gemm: dict, ops: dict) -> tuple[LayerTimes, ...]:
+    """Compute-stream entries in op order: layers with their ops, pools and adds with theirs, and
+    the loss last (its backward comes first). Ops of a name in neither go with the loss."""
+    fo, bo = dict(ops["fwd-ops"]), dict(ops["bwd-ops"])
+    out = []
+    names = [op["name"] for op in workload.ops]
+    names += [n for n in gemm if n not in set(names)]      # a layer the op list does not name
+    for n in names:
+        f, b = fo.pop(n, 0.0), bo.pop(n, 0.0)
+        if n in gemm:
+            out.append(replace(gemm[n], fwd_ops=f, bwd_ops=b))
+        elif f or b:
+            out.append(LayerTimes(n, 0.0, 0.0, 0.0, 0, 0, f, b))
+    f, b = sum(fo.values()), sum(bo.values())
+    if f or b:
+        out.append(LayerTimes("loss", 0.0, 0.0, 0.0, 0, 0, f, b))
+    return tuple(out)
+
+
+def _by_layer(pairs) -> dict:
+    """{phase: {layer: seconds}} for fwd-ops and bwd-ops, optimizer and framework as totals."""
+    out = {"fwd-ops": {}, "bwd-ops": {}, "optimizer": 0.0, "framework": 0.0}
+    for phase, layer, sec in pairs:
+        if phase in ("optimizer", "framework"):
+            out[phase] += sec
+        else:
+            out[phase][layer] = out[phase].get(layer, 0.0) + sec
+    return out
+
+
+_STEP_CACHE: dict = {}
+
+
+def _step_key(workload: Workload, batch: int, profile, method) -> tuple:
+    return (workload.name, workload.origin, tuple((l.name, l.c_in, l.c_out) for l in workload.layers),
+            batch, profile.checksum, profile.path, getattr(method, "label", None))
+
+
+def _engine_step_seconds(hw_name: str, workload: Workload, batch: int, profile, method) -> dict:
+    """The step's non-GEMM kernels on the device's engine (sim.driver.step_kernels), memoized."""
+    key = ("engine", hw_name) + _step_key(workload, batch, profile, method)
+    if key not in _STEP_CACHE:
+        from sim.driver import engine_for, step_kernels
+        ks = step_kernels(engine_for(_load_hw(hw_name)), workload, batch, profile, method=method)
+        if len(_STEP_CACHE) > 4096:
+            _STEP_CACHE.clear()
+        _STEP_CACHE[key] = _by_layer((ph, k.layer, k.seconds) for ph, kl in ks.items() for k in kl)
+    return _STEP_CACHE[key]
+
+
+def _roofline_step_seconds(workload: Workload, batch: int, profile, method, dtype_bytes: int,
+                           mem_bw: float) -> dict:
+    """The roofline path's non-GEMM kernels: the same StreamOps at bytes / mem_bandwidth (no launch
+    or dispatch cost), plus the profile's fixed per-step overhead."""
+    from sim.stepops import step_ops
+    ops = step_ops(workload, batch, profile=profile, dtype_bytes=dtype_bytes, method=method)
+    pairs = [(op.phase, op.layer, op.bytes / mem_bw) for op in ops]
+    if profile.step_overhead > 0:
+        pairs.append(("framework", "", profile.step_overhead))
+    return _by_layer(pairs)
 
 
 # ---------------------------------------------------------------------------------- iteration
@@ -161,11 +255,14 @@ class IterationResult:
     skipped_wgc: tuple[str, ...] = ()
     skipped_bytes: int = 0
     buckets: tuple[Bucket, ...] = field(default=(), repr=False)
+    ops_seconds: float = 0.0       # non-GEMM kernels on the compute stream (in compute_seconds)
+    overhead_seconds: float = 0.0  # the framework's fixed per-step overhead (after the optimizer)
 
     def to_json(self) -> dict:
         return {"seconds": self.seconds, "compute_seconds": self.compute_seconds,
                 "comm_seconds": self.comm_seconds, "exposed_comm_seconds": self.exposed_comm_seconds,
-                "optimizer_seconds": self.optimizer_seconds, "comm_bytes": self.comm_bytes,
+                "optimizer_seconds": self.optimizer_seconds, "ops_seconds": self.ops_seconds,
+                "overhead_seconds": self.overhead_seconds, "comm_bytes": self.comm_bytes,
                 "wire_bytes_per_rank": self.wire_bytes, "buckets": len(self.buckets),
                 "skipped_wgc": list(self.skipped_wgc), "skipped_bytes": self.skipped_bytes}
 
@@ -188,8 +285,10 @@ def make_buckets(layers: Sequence[LayerTimes], cap: float, skip: frozenset[str] 
 
 
 def simulate_iteration(layers: Sequence[LayerTimes], levels: tuple[Level, ...], bucket_cap: float,
-                       opt_seconds: float, skip_wgc: frozenset[str] = frozenset()) -> IterationResult:
-    """The iteration's SimPy timeline (see the module docstring)."""
+                       opt_seconds: float, skip_wgc: frozenset[str] = frozenset(),
+                       overhead_seconds: float = 0.0) -> IterationResult:
+    """The iteration's SimPy timeline (see the module docstring); opt_seconds: the optimizer
+    kernels, overhead_seconds: the framework's fixed per-step time, both after the all-reduce."""
     env = simpy.Environment()
     by_name = {l.name: l for l in layers}
     groups = make_buckets(layers, bucket_cap, skip_wgc)
@@ -203,7 +302,11 @@ def simulate_iteration(layers: Sequence[LayerTimes], levels: tuple[Level, ...], 
     def compute():
         for l in layers:
             yield env.timeout(l.fwd)
+            if l.fwd_ops:
+                yield env.timeout(l.fwd_ops)
         for l in reversed(layers):
+            if l.bwd_ops:
+                yield env.timeout(l.bwd_ops)
             yield env.timeout(l.agbp)
             if l.name in skip_wgc:
                 continue
@@ -228,6 +331,8 @@ def simulate_iteration(layers: Sequence[LayerTimes], levels: tuple[Level, ...], 
         yield backward_done
         yield comm_proc
         yield env.timeout(opt_seconds)
+        if overhead_seconds:
+            yield env.timeout(overhead_seconds)
 
     c = env.process(comm())
     env.process(compute())
@@ -243,4 +348,5 @@ def simulate_iteration(layers: Sequence[LayerTimes], levels: tuple[Level, ...], 
         exposed_comm_seconds=max(0.0, last_comm - bwd_end), optimizer_seconds=opt_seconds,
         comm_bytes=comm_bytes, wire_bytes=sum(allreduce_bytes_sent(r.bytes, levels) for r in records),
         skipped_wgc=skipped, skipped_bytes=sum(by_name[n].grad_bytes for n in skipped),
-        buckets=tuple(records))
+        buckets=tuple(records), ops_seconds=sum(l.fwd_ops + l.bwd_ops for l in layers),
+        overhead_seconds=overhead_seconds)
