@@ -135,7 +135,7 @@ def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
         ax.set_xlabel("network (workload)")
         ax.margins(y=0.15)
     for row in axes:
-        row[0].set_ylabel(f"{what} speedup\nover dense (×)")
+        row[0].set_ylabel(f"{what.split(' (')[0]} speedup\nover dense (×)")  # the title explains
     axes.flat[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"{what[0].upper() + what[1:]} speedup per network and platform, "
                  f"{_batches(recs)}; dashed: dense = 1×", fontsize=10)
