@@ -93,6 +93,12 @@ def _batches(records: Sequence[dict]) -> str:
 # speedup bars (Ye et al. Fig. 4 style)
 
 
+# what each speedup metric of a network record compares (the bar plots' titles and axes)
+SPEEDUP_WHAT = {"backprop_speedup": "conv back-prop (AGBP + WGC GEMMs)",
+                "step_speedup": "GEMM step (FWD + AGBP + WGC)",
+                "whole_step_speedup": "whole step (GEMMs, BN/ReLU/pool/loss, optimizer)"}
+
+
 def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
     """One panel per hardware; x = network, one bar per method; y = speedup over dense (x)."""
     recs = [r for r in records if r.get(metric) is not None and r.get("method_id") != "dense"]
@@ -109,7 +115,7 @@ def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
         ax.set_visible(False)
     width = 0.8 / len(methods)
     val = {(r["hw"], r["workload"], r["method"]): r[metric] for r in recs}
-    what = "back-propagation (AGBP + WGC)" if metric == "backprop_speedup" else "training step"
+    what = SPEEDUP_WHAT.get(metric, metric)
     for ax, hw in zip(axes.flat, hws):
         for j, m in enumerate(methods):
             xs = [i + (j - (len(methods) - 1) / 2) * width for i in range(len(nets))]
@@ -129,7 +135,7 @@ def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
         ax.set_xlabel("network (workload)")
         ax.margins(y=0.15)
     for row in axes:
-        row[0].set_ylabel(f"{what} speedup\nover dense (×)")
+        row[0].set_ylabel(f"{what.split(' (')[0]} speedup\nover dense (×)")  # the title explains
     axes.flat[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"{what[0].upper() + what[1:]} speedup per network and platform, "
                  f"{_batches(recs)}; dashed: dense = 1×", fontsize=10)
@@ -139,6 +145,16 @@ def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
 
 def plot_speedup(records, out, formats=("png", "svg"), metric="backprop_speedup") -> list[Path]:
     return _save(fig_speedup(records, metric), out, f"speedup-{metric.split('_')[0]}", formats)
+
+
+def plot_speedups(records, out, formats=("png", "svg")) -> list[Path]:
+    """The conv back-prop speedup plot, and the whole-step one where records carry it (stores
+    written before the whole step do not): speedup-backprop.*, speedup-whole.*."""
+    paths = plot_speedup(records, out, formats)
+    if any(r.get("whole_step_speedup") is not None and r.get("method_id") != "dense"
+           for r in records):
+        paths += plot_speedup(records, out, formats, "whole_step_speedup")
+    return paths
 
 
 # ---------------------------------------------------------------------------------------------
@@ -596,7 +612,7 @@ def _cmd_plot(args, formats, kind) -> int:
                           "replay --db` or `prunesim sweep`)")
     out = Path(args.out)
     if kind == "speedup":
-        paths = plot_speedup(recs, out, formats)
+        paths = plot_speedups(recs, out, formats)
     elif kind == "layers":
         try:
             lrec = _store_records(args.db, "layer")

@@ -80,15 +80,21 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
                   if not applies(r["method"].split(":")[0], next(h for h in hws if h.name == r["hw"]))]
 
     log("")
-    log("per training iteration (FC layers included; GEMM phases only; speedup = dense time / "
-        "method time on the same hardware, > 1 is faster; backprop = AGBP + WGC):")
-    log(format_table(["workload", "hardware", "method", "density", "FWD ms", "AGBP ms", "WGC ms",
-                      "overhead %", "backprop speedup", "step speedup"],
-                     [[r["workload"], r["hw"], plots._short_method(r["method"]),
+    log("per training iteration (FC layers included; ops = BN, ReLU, pooling, adds, loss; "
+        "optim = optimizer; whole step under the profile named (pytorch-eager on GPUs, caffe on "
+        "CPUs); speedup = dense time / method time on the same hardware, > 1 is faster; conv "
+        "back-prop = AGBP + WGC):")
+    log(format_table(["workload", "hardware", "method", "framework", "density", "FWD ms",
+                      "AGBP ms", "WGC ms", "ops ms", "optim ms", "overhead %",
+                      "conv back-prop speedup", "whole step speedup"],
+                     [[r["workload"], r["hw"], plots._short_method(r["method"]), r["framework"],
                        f"{r['density']:.3f}" if r["density"] is not None else "-",
                        f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}", f"{r['wgc_s'] * 1e3:.3f}",
+                       f"{(r['fwd_ops_s'] + r['bwd_ops_s']) * 1e3:.3f}",
+                       f"{(r['optimizer_s'] + r['framework_s']) * 1e3:.3f}",
                        f"{100 * r['overhead_s'] / r['step_s']:.1f}",
-                       f"{r['backprop_speedup']:.2f}", f"{r['step_speedup']:.2f}"] for r in records]))
+                       f"{r['backprop_speedup']:.2f}", f"{r['whole_step_speedup']:.2f}"]
+                      for r in records]))
     for k, why in skipped.items():
         log(f"  not run: {k}: {why}")
 
@@ -111,7 +117,7 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
         log(f"\n{len(records)} records in {p} (sim/results/store.py not present yet)")
 
     # plots
-    paths = plots.plot_speedup(records, out)
+    paths = plots.plot_speedups(records, out)   # conv back-prop and whole step
     main = [r for r in layer_recs if r["workload"] == records[0]["workload"]]
     paths += plots.plot_layers(main, out, methods=[s.label for s in specs
                                                    if s.id in ("dense", "dbtd", "sdgp-mag")])

@@ -321,9 +321,16 @@ def _add_replay_command(sub) -> None:
                    help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")
     p.add_argument("--energy", action="store_true", help="energy per step table too (hwconfig "
                    "energy table x FMAs and bytes; 'n/a (no energy table)' where it has none)")
+    p.add_argument("--framework", default=None, metavar="NAME|PATH", help=FRAMEWORK_HELP)
     p.add_argument("--db", default=None, help="result store (SQLite) to append the results to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.replay:cmd_replay")
+
+
+FRAMEWORK_HELP = ("framework profile of the whole step (hwconfigs/frameworks: pytorch-eager, "
+                  "tensorflow-1, caffe, gemm-only, or a profile YAML): the non-GEMM kernels it "
+                  "runs and fuses, its launch overhead and optimizer; default: pytorch-eager on "
+                  "GPUs, caffe on CPUs; gemm-only times the GEMM phases only")
 
 
 def _add_result_commands(sub) -> None:
@@ -351,6 +358,8 @@ def _add_result_commands(sub) -> None:
     p.add_argument("--cache-model", choices=("exact", "profile"), default=None,
                    help="CPU cache misses: exact LRU simulation (default) or reuse-distance "
                         "profile (replay's --cache; part of each stored point's key)")
+    p.add_argument("--framework", default=None, metavar="NAME|PATH",
+                   help=FRAMEWORK_HELP + " (part of each stored point's key)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.add_argument("--yes-large", action="store_true",
                    help="run work above a budget of sim/limits.py (docs/hardening.md)")

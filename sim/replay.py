@@ -15,7 +15,8 @@ import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sim.results.tables import SPEEDUP_RULE, StreamTable, format_table, performance_table
+from sim.results.tables import (SPEEDUP_RULE, STEP_CAPTION, StreamTable, format_table,
+                                performance_table)
 from sim import __version__
 from sim.errors import ConfigError
 from sim.driver import LayerRun, Sums, engines_for, run_trace  # noqa: F401 (engines_for: API)
@@ -26,6 +27,35 @@ from sim.traces.inspect import finite_or_none
 
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
 PHASES = ("fwd", "agbp", "wgc")
+# The framework profile a run uses unless --framework names one: the stack of the papers on that
+# kind of hardware (GPUs: PyTorch eager, PruneTrain's and SDGP's; CPUs: Caffe, Ye et al.'s).
+DEFAULT_FRAMEWORK = {"gpu": "pytorch-eager", "cpu": "caffe"}
+# record field of each whole-step phase (sim.driver.STEP_PHASES)
+STEP_FIELDS = {"fwd-ops": "fwd_ops_s", "bwd-ops": "bwd_ops_s", "optimizer": "optimizer_s",
+               "framework": "framework_s"}
+
+
+def framework_for(name, hw_kind: str):
+    """The framework profile of one hardware point: `name` (bundled name, path or a loaded
+    FrameworkProfile), else DEFAULT_FRAMEWORK for its kind."""
+    from sim.frameworks import load_framework
+    if name is not None and not isinstance(name, (str, bytes)) and hasattr(name, "checksum"):
+        return name
+    return load_framework(name if name is not None
+                          else DEFAULT_FRAMEWORK.get(hw_kind, DEFAULT_FRAMEWORK["gpu"]))
+
+
+def step_phase_kernels(engines, workload, batch: int, methods, framework=None) -> dict:
+    """{(hw name, method label): (profile, {phase: [KernelResult]})}: the step's non-GEMM kernels
+    (sim.driver.step_kernels), once per (hardware, method): they depend on the workload, batch,
+    profile and method, never on the recorded gradient values."""
+    from sim.driver import step_kernels
+    out = {}
+    for e in engines:
+        prof = framework_for(framework, e.hw.kind)
+        for m in methods:
+            out[(e.hw.name, m.label)] = (prof, step_kernels(e, workload, batch, prof, method=m))
+    return out
 
 
 def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
@@ -84,9 +114,11 @@ class Totals:
     methods: list[MethodSpec]
     engines: list
     seed: int = 0
+    framework: object = None   # a profile name/path/FrameworkProfile; None: DEFAULT_FRAMEWORK
     iterations: set = field(default_factory=set)
     dens: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
     sums: Sums = field(default_factory=lambda: Sums(("hw", "method")))
+    _step: dict | None = None
 
     def add(self, step: LayerRun) -> None:
         self.iterations.add(step.iteration)
@@ -100,16 +132,24 @@ class Totals:
         return {m.label: self.dens[m.label][0] / self.dens[m.label][1]
                 for m in self.methods if self.dens[m.label][1]}
 
+    def step(self) -> dict:
+        """The step's non-GEMM kernels per (hardware, method) (step_phase_kernels, computed once)."""
+        if self._step is None:
+            self._step = step_phase_kernels(self.engines, self.trace.workload, self.trace.batch,
+                                            self.methods, self.framework)
+        return self._step
+
     def records(self) -> list[dict]:
         """One flat record per (hardware, method): per-iteration phase times and speedups."""
         return network_records(self.sums.result(), [e.hw for e in self.engines], self.methods,
                                self.trace, self.seed, max(1, len(self.iterations)),
-                               self.mean_density())
+                               self.mean_density(), self.step())
 
 
 def network_records(sums: dict, hws, methods, trace: Trace, seed: int, n: int,
-                    dens: dict) -> list[dict]:
-    """The network records of `aggregate(rows, ("hw", "method"))` over n iterations of a trace."""
+                    dens: dict, step: dict | None = None) -> list[dict]:
+    """The network records of `aggregate(rows, ("hw", "method"))` over n iterations of a trace;
+    `step` (step_phase_kernels) adds the whole-step columns (None: no profile, GEMMs only)."""
     tr_sum = trace_checksum(trace)
     out = []
     empty = {"fwd": 0.0, "agbp": 0.0, "wgc": 0.0, "overhead_s": 0.0, "energy": {}, "reason": None,
@@ -152,8 +192,33 @@ def network_records(sums: dict, hws, methods, trace: Trace, seed: int, n: int,
                 bstep = bbp + base["fwd"] / n
                 rec["backprop_speedup"] = bbp / rec["backprop_s"] if rec["backprop_s"] else None
                 rec["step_speedup"] = bstep / rec["step_s"] if rec["step_s"] else None
+            _whole_step(rec, (step or {}).get((hw.name, m.label)),
+                        (step or {}).get((hw.name, "dense")), None if base is None else
+                        base["fwd"] / n + (base["agbp"] / n + base["wgc"] / n))
             out.append(rec)
     return out
+
+
+def _whole_step(rec: dict, step, base, base_gemm_s: float | None) -> None:
+    """Add the whole-step fields to a network record: the profile, per STEP_PHASES the seconds of
+    its kernels, whole_step_s = step_s + those, and its speedup over dense's whole step (`base`:
+    dense's step kernels, `base_gemm_s`: dense's GEMM step)."""
+    prof, kernels = step if step is not None else (None, {})
+    rec["framework"] = prof.name if prof is not None else None
+    rec["framework_checksum"] = prof.checksum if prof is not None else None
+    secs = _phase_seconds(kernels)
+    ok = rec["status"] == "ok"
+    for f, v in secs.items():
+        rec[f] = v if ok else None
+    rec["whole_step_s"] = rec["step_s"] + sum(secs.values()) if ok else None
+    rec["whole_step_speedup"] = None
+    if ok and base_gemm_s is not None and base is not None and rec["whole_step_s"]:
+        bwhole = base_gemm_s + sum(_phase_seconds(base[1]).values())
+        rec["whole_step_speedup"] = bwhole / rec["whole_step_s"]
+
+
+def _phase_seconds(kernels: dict) -> dict[str, float]:
+    return {f: sum(k.seconds for k in kernels.get(ph, ())) for ph, f in STEP_FIELDS.items()}
 
 
 def fallback_text(fb) -> str | None:
@@ -228,6 +293,10 @@ def cmd_replay(args) -> int:
                               "energy_split; --energy adds the table to the text output only")
         if not args.hw:
             raise ConfigError(None, "--energy", "needs --hw (energy is per hardware)")
+    framework = getattr(args, "framework", None)
+    if framework is not None:
+        from sim.frameworks import load_framework
+        framework = load_framework(framework)   # a bad profile: one error line before any work
     trace = open_checked_trace(args.trace)
     engines = engines_for(args.hw)
     methods = parse_methods(getattr(args, "method", []))
@@ -258,7 +327,7 @@ def cmd_replay(args) -> int:
     header = ["iter", "layer", "block", "dO shape", "AGBP MxNxK", "mean |g|", "kurt"] + \
              [_short(m) for m in methods]
     table = StreamTable(header, [5, 22, 12, 14, 16, 9, 6] + [len(h) for h in header[7:]])
-    totals = Totals(trace, methods, engines, seed)
+    totals = Totals(trace, methods, engines, seed, framework)
     rows_out = []
     layer_rows = []
     from sim.engines.cli import cache_model_for
@@ -396,12 +465,37 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
                     rs = by[(m.label, e.hw.name)]
                     if rs[0].status != "ok":   # not run: the engine does not model this combination
                         layer_rows.append([l0.iteration, l0.layer, e.hw.name, m.label,
-                                           "-", "-", "-", "not run"])
+                                           "-", "-", "-", "-", "-", "-", "not run"])
                         continue
                     sec = {r.phase: r.seconds for r in rs}
+                    ops = layer_step_seconds(totals.step()[(e.hw.name, m.label)][1], {l0.layer})
                     layer_rows.append([l0.iteration, l0.layer, e.hw.name, m.label,
                                        *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES),
-                                       "dense (fallback)" if any(r.fallback for r in rs) else ""])
+                                       *(f"{ops[ph] * 1e6:.1f}" for ph in ("fwd-ops", "bwd-ops")),
+                                       "", "dense (fallback)" if any(r.fallback for r in rs) else ""])
+
+
+def layer_step_seconds(kernels: dict, layers: set, *, attached: bool = True) -> dict[str, float]:
+    """Seconds per STEP_PHASES of the step kernels whose `layer` is in `layers` (attached=False:
+    of those whose layer is not: the loss, adds, pools, optimizer and framework time)."""
+    return {ph: sum(k.seconds for k in ks if (k.layer in layers) == attached)
+            for ph, ks in kernels.items()}
+
+
+def _step_rows(totals: Totals, engines, layers: set) -> list[list]:
+    """The --layers table's last rows, one per (hardware, method): the step kernels no replayed
+    layer owns (loss, residual adds, pools, optimizer, the profile's per-step time)."""
+    out = []
+    for (hw, label), (prof, kernels) in totals.step().items():
+        rec_ok = (hw, label) in totals.sums.result() and \
+            totals.sums.result()[(hw, label)]["reason"] is None
+        if not rec_ok:
+            continue
+        sec = layer_step_seconds(kernels, layers, attached=False)
+        out.append(["-", "step", hw, label, "-", "-", "-", f"{sec['fwd-ops'] * 1e6:.1f}",
+                    f"{sec['bwd-ops'] * 1e6:.1f}",
+                    f"{(sec['optimizer'] + sec['framework']) * 1e6:.1f}", prof.name])
+    return out
 
 
 def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=None) -> None:
@@ -433,14 +527,21 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=
                        [[k, f"{v:.4f}"] for k, v in totals.mean_density().items()]))
     if layer_rows:
         print()
+        layer_rows = layer_rows + _step_rows(totals, engines, {r[1] for r in layer_rows})
+        print("per layer (us per step): FWD/AGBP/WGC = GEMM phases; fwd-ops/bwd-ops = the layer's "
+              "BN, ReLU and bias kernels; the \"step\" rows: the kernels no layer owns (loss, "
+              "residual adds, pooling; optim/framework = optimizer, zero_grad and the profile's "
+              "per-step time) under the profile in their status column")
         print(format_table(["iter", "layer", "hardware", "method", "FWD us", "AGBP us", "WGC us",
-                            "status"],
+                            "fwd-ops us", "bwd-ops us", "optim/framework us", "status"],
                            layer_rows))
     if engines:
         print()
+        profs = sorted({f"{r['framework']} ({r['hw']})" for r in records if r.get("framework")})
         print(f"per training iteration at batch {trace.batch} (mean over {len(totals.iterations)} "
-              "captured iterations; FC layers included; the GEMM phases only: BN, ReLU, pooling "
-              "and the optimizer are not timed here; " + SPEEDUP_RULE + "):")
+              "captured iterations; FC layers included; the whole step is timed under framework "
+              "profile " + ", ".join(profs) + " (--framework; gemm-only: GEMM phases only); "
+              + STEP_CAPTION + "; " + SPEEDUP_RULE + "):")
         print(performance_table(records))
         print("overhead = the methods' own kernels (thresholds, pruning, compression), included in "
               "the phase they belong to; backprop = AGBP + WGC; status: \"ok, N layer(s) dense\" = "

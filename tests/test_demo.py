@@ -18,6 +18,9 @@ def test_demo_driver_end_to_end(tmp_path):
     assert any("not run: sdgp-mag on xeon-e5-2680v4" in str(l) for l in lines)
     assert all(r["step_s"] > 0 for r in recs)
     pngs = {p.name for p in res["paths"] if p.suffix == ".png"}
-    assert {"speedup-backprop.png", "layers.png", "tta.png", "pareto.png", "comm.png"} <= pngs
+    # conv back-prop and whole step, side by side (#13)
+    assert all(r["whole_step_s"] > r["step_s"] for r in recs)
+    assert any("whole step speedup" in str(l) and "conv back-prop speedup" in str(l) for l in lines)
+    assert {"speedup-backprop.png", "speedup-whole.png", "layers.png", "tta.png", "pareto.png", "comm.png"} <= pngs
     assert all((tmp_path / n).stat().st_size > 1000 for n in pngs)
     assert (tmp_path / "demo.sqlite").exists()

@@ -66,6 +66,20 @@ def test_speedup(tmp_path):
     check_files(plots.plot_speedup(net_records(), tmp_path, ("png", "pdf")), ("png", "pdf"))
 
 
+def test_speedups_conv_backprop_and_whole_step(tmp_path):
+    recs = net_records()
+    # stores from before the whole step: the conv back-prop plot only
+    assert {p.name for p in plots.plot_speedups(recs, tmp_path, ("png",))} == \
+        {"speedup-backprop.png"}
+    for r in recs:   # the step's other phases: the same time for every method
+        r["whole_step_speedup"] = (r["step_s"] / r["step_speedup"] + 1.0) / (r["step_s"] + 1.0)
+    fig = plots.fig_speedup(recs, "whole_step_speedup")
+    check_axes(fig)
+    assert "whole step" in fig._suptitle.get_text().lower()
+    assert {p.name for p in plots.plot_speedups(recs, tmp_path, ("png",))} == \
+        {"speedup-backprop.png", "speedup-whole.png"}
+
+
 def test_layers(tmp_path):
     fig = plots.fig_layers(layer_recs())
     check_axes(fig)

@@ -20,9 +20,12 @@ from sim.results.store import ResultStore, point_record
 
 def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = None, *,
            seed: int = 0, iteration: int | None = None,
-           db: str | os.PathLike | None = None, cache_model: str | None = None) -> list[dict]:
+           db: str | os.PathLike | None = None, cache_model: str | None = None,
+           framework: str | os.PathLike | None = None) -> list[dict]:
     """`prunesim replay TRACE --hw ... --method ...`: one network-level record per (hw, method).
 
+    `framework` is replay's `--framework` (a profile name or path, sim.frameworks; None: the
+    default for each hardware kind, sim.replay.DEFAULT_FRAMEWORK): the whole-step columns.
     With `db` the records are also stored (existing points are kept, not duplicated).
     `cache_model` is replay's `--cache` (CPU hardware only: "exact", the default, or "profile").
     """
@@ -32,7 +35,10 @@ def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = 
     tr = open_trace(Path(trace).resolve())  # records name traces by absolute path, as sweeps do
     engines = engines_for(list(hw))
     specs = parse_methods(list(methods or []))
-    totals = Totals(tr, specs, engines, seed)
+    if framework is not None:
+        from sim.frameworks import load_framework
+        framework = load_framework(os.fspath(framework))
+    totals = Totals(tr, specs, engines, seed, framework)
     from sim.results.sweep import _cache_model
     with _cache_model(cache_model):
         for step in run_trace(tr, specs, engines, seed=seed, iteration=iteration):
@@ -52,8 +58,10 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           batch: int | None = None, grid: str | os.PathLike | None = None, jobs: int | None = None,
           scheduler: str | None = None, seed: int = 0, cache: str | os.PathLike | None = None,
           stats: str | None = None, progress: bool | None = False,
-          cache_model: str | None = None) -> list[dict]:
+          cache_model: str | None = None,
+          framework: str | os.PathLike | None = None) -> list[dict]:
     """`prunesim sweep ...`: the records of every point of the sweep (run now or stored before).
+    `framework`: as in replay().
 
     Without `db` the results live in an in-memory store for this call only (nothing resumes).
     `jobs` defaults to os.cpu_count(); `scheduler` is a Dask scheduler address.
@@ -65,7 +73,8 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
                        grid=os.fspath(grid) if grid is not None else None, jobs=jobs,
                        scheduler=scheduler, seed=seed,
                        cache=os.fspath(cache) if cache is not None else None, stats=stats,
-                       progress=progress, store=st, cache_model=cache_model)
+                       progress=progress, store=st, cache_model=cache_model,
+                       framework=framework)
         wanted = set(res.keys or ())
         return [r for r in st.records() if r["key"] in wanted]
     finally:

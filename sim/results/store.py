@@ -38,9 +38,14 @@ KINDS = ("network", "layer")
 # `cache_model` (how the CPU engine counts cache misses) is None for hardware without a simulated
 # cache; "exact" is left out of the key, so points stored before the field existed (all exact LRU)
 # keep their keys and a resumed sweep does not recompute them.
+# `framework` / `framework_checksum` (the profile of the whole-step columns, sim.frameworks): a
+# point under another profile, or an edited profile file, is another point. Records stored before
+# the whole step (no profile: GEMM phases only) have neither; their keys leave both out, as they
+# did, so those points keep their keys (and read back without the whole-step columns).
 KEY_FIELDS = ("prunesim", "hw", "hw_checksum", "workload", "trace_checksum", "batch", "iterations",
-              "only_iteration", "seed", "method_id", "method_params", "cache_model")
-_OPTIONAL = ("only_iteration", "cache_model")
+              "only_iteration", "seed", "method_id", "method_params", "cache_model", "framework",
+              "framework_checksum")
+_OPTIONAL = ("only_iteration", "cache_model", "framework", "framework_checksum")
 _REQUIRED = tuple(f for f in KEY_FIELDS if f not in _OPTIONAL)
 DEFAULT_CACHE_MODEL = "exact"   # sim.engines.cpu.CACHE_MODEL's default (not imported: Numba)
 
@@ -90,6 +95,8 @@ def point_key(record: dict) -> str:
     doc = {f: _canon(record.get(f)) for f in KEY_FIELDS}
     if doc["cache_model"] in (None, DEFAULT_CACHE_MODEL):
         del doc["cache_model"]
+    if doc["framework"] is None and doc["framework_checksum"] is None:
+        del doc["framework"], doc["framework_checksum"]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

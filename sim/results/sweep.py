@@ -210,18 +210,28 @@ def trace_ref(path: str | os.PathLike, source: str = "trace") -> TraceRef:
 
 
 def planned_record(tr: TraceRef, hw: HwConfig, method, seed: int,
-                   cache_model: str | None = None) -> dict:
-    """The key inputs of a point, as its record will hold them (so the key is known up front)."""
+                   cache_model: str | None = None, framework=None) -> dict:
+    """The key inputs of a point, as its record will hold them (so the key is known up front).
+    `framework`: the profile name or path (None: sim.replay.DEFAULT_FRAMEWORK for the kind)."""
+    from sim.replay import framework_for
+    prof = framework_for(framework, hw.kind)
     return {"prunesim": __version__, "hw": hw.name, "hw_checksum": hw.checksum,
             "workload": tr.workload, "trace_checksum": tr.checksum, "batch": tr.batch,
             "iterations": tr.iterations, "seed": seed, "method_id": method.id,
             "method_params": json.dumps(dict(method.params), sort_keys=True),
-            "cache_model": cache_model_field(hw.kind, cache_model)}
+            "cache_model": cache_model_field(hw.kind, cache_model),
+            "framework": prof.name, "framework_checksum": prof.checksum}
+
+
+def _profiles(hws, framework) -> dict:
+    """The framework profile per hardware kind of a sweep, loaded once."""
+    from sim.replay import framework_for
+    return {k: framework_for(framework, k) for k in {h.kind for h, _ in hws}}
 
 
 def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list, seed: int,
-         done: set[str], workers: int = 1,
-         cache_model: str | None = None) -> tuple[list[dict], int, int]:
+         done: set[str], workers: int = 1, cache_model: str | None = None,
+         framework: str | None = None) -> tuple[list[dict], int, int]:
     """Tasks for the points not in `done`: (tasks, points to run, points skipped).
 
     A task is a plain dict (hwconfigs travel as their frozen dataclasses; everything else is
@@ -229,11 +239,13 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
     """
     todo: list[tuple[TraceRef, list[tuple[HwConfig, dict]], set[str]]] = []
     n_run = n_skip = 0
+    prof = _profiles(hws, framework)
     for tr in traces:
         need_hw, need_m = [], set()
         for hw, combo in hws:
             missing = {m.label for m in methods
-                       if point_key(planned_record(tr, hw, m, seed, cache_model)) not in done}
+                       if point_key(planned_record(tr, hw, m, seed, cache_model, prof[hw.kind]))
+                       not in done}
             n_run += len(missing)
             n_skip += len(methods) - len(missing)
             if missing:
@@ -252,7 +264,7 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
             tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,
                           "methods": labels, "hw": [h for h, _ in part],
                           "overrides": {h.name: c for h, c in part}, "seed": seed,
-                          "cache_model": cache_model})
+                          "cache_model": cache_model, "framework": framework})
     return tasks, n_run, n_skip
 
 
@@ -287,7 +299,7 @@ def _run_group(task: dict) -> list[dict]:
     methods = [parse_method(s) for s in task["methods"]]
     engines = [engine_for(hw) for hw in task["hw"]]
     seed = task["seed"]
-    totals = Totals(trace, methods, engines, seed)
+    totals = Totals(trace, methods, engines, seed, task.get("framework"))
     cm = task.get("cache_model")
     # per (hw, method, layer): sums over captured iterations of phase seconds and overhead; per
     # (method, layer): of the density
@@ -319,7 +331,7 @@ def _run_group(task: dict) -> list[dict]:
             layers.append({**{k: rec[k] for k in ("hw", "hw_kind", "hw_checksum", "workload",
                                                   "trace_checksum", "batch", "seed", "method",
                                                   "method_id", "method_params", "prunesim",
-                                                  "cache_model")},
+                                                  "cache_model", "framework")},
                            "layer": name, "layer_index": order[name], **meta[name],
                            "iterations": int(n), "density": dens[(rec["method"], name)] / n,
                            "fwd_s": acc["fwd"] / n, "agbp_s": acc["agbp"] / n,
@@ -436,7 +448,8 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           scheduler: str | None = None, seed: int = 0, cache: str | None = None,
           stats: str | None = None, progress: bool | None = None,
           store: ResultStore | None = None, log: Callable[[str], None] | None = None,
-          yes_large: bool = False, cache_model: str | None = None) -> SweepResult:
+          yes_large: bool = False, cache_model: str | None = None,
+          framework: str | None = None) -> SweepResult:
     """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
     from sim.replay import parse_methods
     if bool(workloads) == bool(traces):
@@ -455,6 +468,10 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
         if not any(h.kind == "cpu" for h, _ in points_hw):
             raise ConfigError(None, "--cache-model", "only the CPU engine simulates caches; no CPU "
                               "hwconfig is in the sweep")
+    if framework is not None:
+        from sim.frameworks import load_framework
+        framework = os.fspath(framework)
+        load_framework(framework)   # a bad name or file: one error line before any work
     n_src = len(traces or []) + len(workloads or [])
     check_budget("sweep_points", n_src * len(points_hw) * len(specs), None, "--hw/--grid/--method",
                  yes_large=yes_large, error=ConfigError,
@@ -473,9 +490,11 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
                                                   progress, yes_large), "synthetic"))
         workers = dask_workers(scheduler) if scheduler else (jobs or os.cpu_count() or 1)
         done = st.keys()
-        tasks, n_run, n_skip = plan(refs, points_hw, specs, seed, done, workers, cache_model)
-        wanted = {point_key(planned_record(tr, h, m, seed, cache_model)) for tr in refs
-                  for h, _ in points_hw for m in specs}
+        tasks, n_run, n_skip = plan(refs, points_hw, specs, seed, done, workers, cache_model,
+                                    framework)
+        prof = _profiles(points_hw, framework)
+        wanted = {point_key(planned_record(tr, h, m, seed, cache_model, prof[h.kind]))
+                  for tr in refs for h, _ in points_hw for m in specs}
         res.points, res.skipped, res.groups = len(wanted), n_skip, len(tasks)
         res.keys = sorted(wanted)
         say(f"sweep: {len(refs)} trace(s) x {len(points_hw)} hardware point(s) x {len(specs)} "
@@ -532,7 +551,8 @@ def cmd_sweep(args) -> int:
                     stats=getattr(args, "stats", None), progress=progress,
                     log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)),
                     yes_large=getattr(args, "yes_large", False),
-                    cache_model=getattr(args, "cache_model", None))
+                    cache_model=getattr(args, "cache_model", None),
+                    framework=getattr(args, "framework", None))
     except KeyboardInterrupt:
         print(f"prunesim: sweep interrupted; finished points are in {args.db}: rerun the same "
               "command to resume", file=sys.stderr)
@@ -540,13 +560,13 @@ def cmd_sweep(args) -> int:
     if args.json:
         print(json.dumps(res.as_dict(), indent=1))
         return 0
-    from sim.results.tables import SPEEDUP_RULE, performance_table
+    from sim.results.tables import SPEEDUP_RULE, STEP_CAPTION, performance_table
     from sim.replay import summary_lines
     with ResultStore(args.db, create=False) as st:
         wanted = set(res.keys or ())
         recs = [r for r in st.records("network") if r["key"] in wanted]
     recs.sort(key=lambda r: (r["workload"], r["hw"], r["method_id"] != "dense", r["method"]))
-    print(f"per training iteration, mean over each trace's captured iterations (GEMM phases only; "
+    print(f"per training iteration, mean over each trace's captured iterations; {STEP_CAPTION}; "
           f"{SPEEDUP_RULE}):")
     print(performance_table(recs, workload=True))
     for line in summary_lines(recs):

@@ -62,12 +62,25 @@ def _x(v) -> str:
     return f"{v:.3f}" if v is not None else "-"
 
 
+# What the phase columns of a performance table hold (replay, sweep and the demo say it once).
+STEP_CAPTION = ("FWD/AGBP/WGC = the conv and FC GEMMs with the methods' own kernels; fwd-ops/bwd-ops "
+                "= BN, ReLU, pooling, residual adds, bias and the loss (sim.stepops); optim = the "
+                "optimizer update and zero_grad; framework = the profile's fixed per-step time; "
+                "conv back-prop = AGBP + WGC, GEMM step = FWD + AGBP + WGC, whole step = all of "
+                "them, under the framework profile named in the record")
+
+
 def performance_table(records: list[dict], workload: bool = False) -> str:
-    """Network-level records (replay, sweep, store) as a table: phase times, speedups, and per
-    point whether it ran ("not run" points have no numbers) or fell back to dense somewhere."""
+    """Network-level records (replay, sweep, store) as a table: phase times (the GEMM phases and
+    the whole step's other phases), conv back-prop, GEMM-step and whole-step speedups, and per
+    point whether it ran ("not run" points have no numbers) or fell back to dense somewhere.
+    Records stored before the whole step (no `whole_step_s`) show "-" in its columns."""
+    fw = any(r.get("framework_s") for r in records)   # a column only where a profile sets it
     header = (["workload"] if workload else []) + [
-        "hardware", "method", "FWD ms", "AGBP ms", "WGC ms", "overhead %", "backprop speedup",
-        "step speedup", "status"]
+        "hardware", "method", "framework", "FWD ms", "AGBP ms", "WGC ms", "fwd-ops ms",
+        "bwd-ops ms", "optim ms"] + (["framework ms"] if fw else []) + [
+        "overhead %", "conv back-prop speedup", "GEMM step speedup", "whole step speedup",
+        "status"]
     rows = []
     for r in records:
         status = r.get("status") or "ok"
@@ -75,7 +88,11 @@ def performance_table(records: list[dict], workload: bool = False) -> str:
             status = "ok, " + r["fallback"].split(":", 1)[0]
         step = r.get("step_s")
         rows.append(([r.get("workload", "")] if workload else []) + [
-            r["hw"], r["method"], _ms(r.get("fwd_s")), _ms(r.get("agbp_s")), _ms(r.get("wgc_s")),
+            r["hw"], r["method"], r.get("framework") or "-", _ms(r.get("fwd_s")),
+            _ms(r.get("agbp_s")), _ms(r.get("wgc_s")), _ms(r.get("fwd_ops_s")),
+            _ms(r.get("bwd_ops_s")), _ms(r.get("optimizer_s"))]
+            + ([_ms(r.get("framework_s"))] if fw else []) + [
             f"{100 * r['overhead_s'] / step:.1f}" if step else "-",
-            _x(r.get("backprop_speedup")), _x(r.get("step_speedup")), status])
+            _x(r.get("backprop_speedup")), _x(r.get("step_speedup")),
+            _x(r.get("whole_step_speedup")), status])
     return format_table(header, rows)
