@@ -336,7 +336,8 @@ def cmd_replay(args) -> int:
         warnings.simplefilter("always")
         _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, layer_rows)
     _print_warnings(caught)
-    training = training_report(trace, methods, *cluster) if cluster else None
+    training = (training_report(trace, methods, *cluster,
+                                framework=getattr(args, "framework", None)) if cluster else None)
     _report(args, trace, engines, totals, rows_out, layer_rows, store, training)
     if training and not args.json:
         print_training(training)
@@ -391,7 +392,7 @@ def training_setup(trace: Trace, cluster, gpus: int | None = None, epochs: int |
 
 
 def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: int,
-                    samples: int) -> list[dict]:
+                    samples: int, framework=None) -> list[dict]:
     """The training-level estimate of the trace's workload on a cluster (sim.system), per method:
     whole-run time and communication at the trace's batch, next to dense (see training_setup)."""
     from sim.system.prunetrain import simulate_run
@@ -399,7 +400,7 @@ def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: in
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch,
-                                      samples=samples) for m in methods}
+                                      samples=samples, framework=framework) for m in methods}
     _print_warnings(caught)
     dense = runs["dense"]
     return [{"method": label, "cluster": cluster.name, "devices": cluster.devices,
@@ -408,7 +409,8 @@ def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: in
              "comm_s": r.comm_seconds,
              "speedup_vs_dense": (dense.train_seconds / r.train_seconds
                                   if system_level_available(r) and r.train_seconds else None),
-             "timing": r.timing_source, "notes": list(r.notes)} for label, r in runs.items()]
+             "timing": r.timing_source, "framework": r.framework,
+             "notes": list(r.notes)} for label, r in runs.items()]
 
 
 def system_notes(notes, timing: str) -> list[str]:
@@ -423,7 +425,7 @@ def print_training(rows: list[dict]) -> None:
     print()
     print(f"training on {r0['cluster']} ({r0['devices']} devices), {r0['epochs']} epochs of "
           f"{r0['train_samples']} samples at batch {r0['batch_per_device']} per device (sim.system; "
-          f"per-layer times: {r0['timing']}; {SPEEDUP_RULE}; 'not available': the method's "
+          f"per-layer times: {r0['timing']}, non-GEMM ops under {r0['framework']}; {SPEEDUP_RULE}; 'not available': the method's "
           "compute effect is not modeled at system level):")
     print(format_table(["method", "train", "all-reduce", "payload per device GB", "speedup"],
                        [[r["method"], f"{r['train_s']:.4g} s", f"{r['comm_s']:.4g} s",
