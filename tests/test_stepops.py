@@ -199,11 +199,12 @@ def test_gpu_stream_seconds_hand_arithmetic():
 
 
 def test_gpu_stream_seconds_agrees_with_tensorcore_stream_kernel():
-    tc = pytest.importorskip("sim.engines.tensorcore")
+    from sim.engines.gpu.spec import gpu_spec
+    from sim.engines.gpu.stream import stream_kernel
     from sim.hwconfig import load_hwconfig
     hw = load_hwconfig("a100-sxm4-40gb")
-    s = tc.gpu_spec(hw)
-    ref = tc.stream_kernel(hw, "x", read_bytes=3e6, write_bytes=1e6, ops=5e5, launches=2)
+    s = gpu_spec(hw)
+    ref = stream_kernel(hw, "x", read_bytes=3e6, write_bytes=1e6, ops=5e5, launches=2)
     lane = s.sm * s.cuda_rate * s.cuda_ratio * s.clock
     mine, _ = gpu_stream_seconds(_op(r=3_000_000, w=1_000_000, flops=10 ** 6, launches=2),
                                  dram_bytes_per_s=s.dram_bpc * s.clock, launch_s=s.launch / s.clock,
@@ -224,10 +225,11 @@ def test_cpu_stream_args():
 
 
 def test_cpu_stream_args_feed_stream_pass():
-    cpu_mod = pytest.importorskip("sim.engines.cpu")
+    from sim.engines.cpu.passes import stream_pass
+    from sim.engines.cpu.spec import cpu_spec
     from sim.hwconfig import load_hwconfig
-    cpu = cpu_mod.cpu_view(load_hwconfig("xeon-e5-2680v4"))
+    cpu = cpu_spec(load_hwconfig("xeon-e5-2680v4"))
     ops = step_ops(tiny(), N, profile=load_framework("caffe"), dtype_bytes=4)
     for op in ops:
-        cycles, bd, by = cpu_mod.stream_pass(cpu, **cpu_stream_args(op, dtype_bytes=4))
+        cycles, bd, by = stream_pass(cpu, **cpu_stream_args(op, dtype_bytes=4))
         assert cycles > 0 and sum(by.values()) == pytest.approx(op.bytes, abs=2)
