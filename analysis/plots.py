@@ -25,6 +25,13 @@ matplotlib.use("Agg")  # headless: the demo and the tests run without a display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sim.errors import ConfigError  # noqa: E402
+from sim.methods.info import INFO as METHOD_INFO, method_info  # noqa: E402
+
+
+def _is_dense(method_id) -> bool:
+    """A stored record's method id is the dense baseline (unknown or missing ids are not)."""
+    info = METHOD_INFO.get(method_id) if isinstance(method_id, str) else None
+    return info is not None and info.is_dense
 
 FORMATS = ("png", "svg", "pdf")
 PHASE_COLORS = {"fwd": "#4C72B0", "agbp": "#DD8452", "wgc": "#55A868"}
@@ -101,7 +108,7 @@ SPEEDUP_WHAT = {"backprop_speedup": "conv back-prop (AGBP + WGC GEMMs)",
 
 def fig_speedup(records: Sequence[dict], metric: str = "backprop_speedup"):
     """One panel per hardware; x = network, one bar per method; y = speedup over dense (x)."""
-    recs = [r for r in records if r.get(metric) is not None and r.get("method_id") != "dense"]
+    recs = [r for r in records if r.get(metric) is not None and not _is_dense(r.get("method_id"))]
     if not recs:
         raise ValueError(f"no records with {metric} (only dense, or no dense baseline)")
     hws = _uniq(r["hw"] for r in recs)
@@ -292,7 +299,7 @@ def tta_points(records: Sequence[dict], curves, iters_per_epoch: int, target: fl
     out = []
     for r in records:
         c = by_method.get(r["method"]) or by_method.get(r.get("method_id"))
-        if c is None and r.get("method_id") == "dense":
+        if c is None and _is_dense(r.get("method_id")):
             c = by_method.get(None)  # the trace's own log is the dense run
         ep_s = r["step_s"] * iters_per_epoch
         d = {"hw": r["hw"], "hw_kind": r.get("hw_kind"), "workload": r["workload"],
@@ -437,7 +444,8 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
     for m in _uniq(["dense", *methods]):
         spec = parse_method(m)
         traj = lasso_trajectory(w, spec.get("rho"), spec.get("interval"), epochs,
-                                batch * cl.devices, samples) if spec.id == "prunetrain" else None
+                                batch * cl.devices, samples) \
+            if method_info(spec).is_channel_plan else None
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
                            samples=samples)
         if not system_level_available(run):
@@ -520,10 +528,10 @@ def roofline_points(workload, batch: int, hw) -> list[dict]:
 def fig_roofline(points: Sequence[dict], hw):
     """Log-log roofline of one GPU: the math roof (dense, the engine's default dtype), the DRAM
     roof, and each layer-phase at (FLOP per DRAM byte, achieved FLOP/s), coloured by phase."""
-    from sim.engines.gpu import legacy as tc
+    from sim.engines.gpu.spec import gpu_spec
     if not points:
         raise ValueError("no layer-phase points")
-    s = tc.gpu_spec(hw)
+    s = gpu_spec(hw)
     dtype = s.default_dtype()
     peak = 2 * s.sm * s.fma_rate(dtype) * s.clock / 1e12          # TFLOP/s
     bw = s.dram_bpc * s.clock / 1e12                                # TB/s

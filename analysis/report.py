@@ -29,26 +29,31 @@ def applies(method_id: str, hw) -> str | None:
     return method_info(method_id).kernel_gap(hw.kind, hw.value)
 
 
-def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print) -> dict:
-    from analysis import plots
-    from sim.results.tables import format_table
+def _load_hardware(hardware, log) -> list:
     from sim.hwconfig import load_hwconfig
-    from sim.driver import aggregate, engines_for, run_trace
-    from sim.replay import Totals, parse_methods
-    from sim.traces.format import open_trace
-    t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
     hws = []
     for h in hardware:
         try:
             hws.append(load_hwconfig(h))
         except Exception as e:  # noqa: BLE001 - a missing optional platform is reported, not fatal
             log(f"skipping hardware {h}: {e}")
+    return hws
+
+
+def _trace_path(tpath):
+    return REPO / tpath if not Path(tpath).is_absolute() else tpath
+
+
+def _replay(traces, hws, specs, log) -> tuple[list, list, dict]:
+    """(network records, per-layer records, {what: why} left out) of every trace, one driver pass
+    each; records of a method without a kernel on a platform are left out (applies())."""
+    from sim.driver import aggregate, engines_for, run_trace
+    from sim.replay import Totals
+    from sim.traces.format import open_trace
     engines = engines_for(hws)
-    specs = parse_methods(list(methods))
     records, layer_recs, skipped = [], [], {}
     for tpath in traces:
-        tr = open_trace(REPO / tpath if not Path(tpath).is_absolute() else tpath)
+        tr = open_trace(_trace_path(tpath))
         t1 = time.perf_counter()
         totals = Totals(tr, specs, engines)
         with warnings.catch_warnings():
@@ -78,7 +83,12 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
         r["hw_kind"] = next(h.kind for h in hws if h.name == r["hw"])
     layer_recs = [r for r in layer_recs
                   if not applies(r["method"].split(":")[0], next(h for h in hws if h.name == r["hw"]))]
+    return records, layer_recs, skipped
 
+
+def _log_table(records, skipped, log) -> None:
+    from analysis import plots
+    from sim.results.tables import format_table
     log("")
     log("per training iteration (FC layers included; ops = BN, ReLU, pooling, adds, loss; "
         "optim = optimizer; whole step under the profile named (pytorch-eager on GPUs, caffe on "
@@ -89,7 +99,8 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
                       "conv back-prop speedup", "whole step speedup"],
                      [[r["workload"], r["hw"], plots._short_method(r["method"]), r["framework"],
                        f"{r['density']:.3f}" if r["density"] is not None else "-",
-                       f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}", f"{r['wgc_s'] * 1e3:.3f}",
+                       f"{r['fwd_s'] * 1e3:.3f}", f"{r['agbp_s'] * 1e3:.3f}",
+                       f"{r['wgc_s'] * 1e3:.3f}",
                        f"{(r['fwd_ops_s'] + r['bwd_ops_s']) * 1e3:.3f}",
                        f"{(r['optimizer_s'] + r['framework_s']) * 1e3:.3f}",
                        f"{100 * r['overhead_s'] / r['step_s']:.1f}",
@@ -98,7 +109,9 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
     for k, why in skipped.items():
         log(f"  not run: {k}: {why}")
 
-    # the store, when the result-store module exists; plain JSON otherwise
+
+def _store(records, out: Path, log) -> None:
+    """The records in out/demo.sqlite (the result store); plain JSON where it is missing."""
     try:
         from sim.results.store import ResultStore
     except ImportError:
@@ -116,12 +129,15 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
         p.write_text(json.dumps(records, indent=1))
         log(f"\n{len(records)} records in {p} (sim/results/store.py not present yet)")
 
-    # plots
+
+def _plots(records, layer_recs, traces, specs, out: Path, log) -> list:
+    from analysis import plots
+    from sim.traces.format import open_trace
     paths = plots.plot_speedups(records, out)   # conv back-prop and whole step
     main = [r for r in layer_recs if r["workload"] == records[0]["workload"]]
     paths += plots.plot_layers(main, out, methods=[s.label for s in specs
                                                    if s.id in ("dense", "dbtd", "sdgp-mag")])
-    first = open_trace(REPO / traces[0] if not Path(traces[0]).is_absolute() else traces[0])
+    first = open_trace(_trace_path(traces[0]))
     # the same curves and target rule as `prunesim plot --kind tta` on this trace's records
     curves, src = plots.default_curves(first)
     target = plots._default_target(curves)
@@ -136,6 +152,20 @@ def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print)
     n_curve = len({p["method"] for p in pts if p["tta_s"] is not None})
     log(f"time to accuracy: target {target:g} = {plots.TTA_RULE} ({src}); {n_curve} method(s) "
         "reach it on their own accuracy curve")
+    return paths
+
+
+def run(out: Path, traces=TRACES, hardware=HARDWARE, methods=METHODS, log=print) -> dict:
+    """The whole demo: replay, the summary table, the store and the plots under `out`."""
+    from sim.replay import parse_methods
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    hws = _load_hardware(hardware, log)
+    specs = parse_methods(list(methods))
+    records, layer_recs, skipped = _replay(traces, hws, specs, log)
+    _log_table(records, skipped, log)
+    _store(records, out, log)
+    paths = _plots(records, layer_recs, traces, specs, out, log)
     secs = time.perf_counter() - t0
     log(f"demo finished in {secs:.0f} s")
     return {"records": records, "layer_records": layer_recs, "paths": paths, "seconds": secs}

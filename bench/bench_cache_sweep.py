@@ -18,11 +18,11 @@ import time
 import numpy as np
 
 from sim.engines.cpu import reuse as rs
-from sim.engines.cpu.legacy import synthetic_dO
 from sim.engines.cpu.spec import cpu_spec
 from sim.engines.cpu.spmm import SpmmJob, csr_of_mask, simulate_spmm
 from sim.hwconfig import load_hwconfig
 from sim.methods import apply_method, parse_method, stream_key
+from sim.methods.synthetic import synthetic_dO
 from sim.workload import load_workload
 
 LAYERS = ("res2a_branch2b", "res3a_branch2b", "res4a_branch2b", "res5a_branch2b")

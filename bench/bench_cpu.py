@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim.engines.base import PhaseJob  # noqa: E402
 from sim.engines.cpu.engine import CpuEngine  # noqa: E402
-from sim.engines.cpu.legacy import synthetic_dO  # noqa: E402
 from sim.hwconfig import load_hwconfig  # noqa: E402
 from sim.methods import apply_method, parse_method, stream_key  # noqa: E402
+from sim.methods.synthetic import synthetic_dO  # noqa: E402
 from sim.workload import load_workload  # noqa: E402
 
 TARGET_S = 60.0

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from sim.engines.gpu import legacy as tc  # noqa: E402
+from sim.engines.cli import conv_workload  # noqa: E402
 from sim.engines.gpu import patch  # noqa: E402
 from sim.hwconfig import load_hwconfig  # noqa: E402
 from sim.workload import load_workload  # noqa: E402
@@ -31,7 +31,7 @@ def main() -> int:
     hw = load_hwconfig("titan-xp")
     layers = list(load_workload("resnet20").convs)
     for cin, cout, h in ((256, 256, 8), (128, 128, 16), (512, 512, 4), (512, 512, 2)):
-        layers.append(tc._conv_workload(f"{BATCH},{cin},{cout},{h},{h},3,3,1,1")[1][0])
+        layers.append(conv_workload(f"{BATCH},{cin},{cout},{h},{h},3,3,1,1")[1][0])
     rng = np.random.default_rng(0)
     pos = [rng.integers(0, l.p * l.q, size=(BATCH, l.c_out, 1)) for l in layers]
     patch.approx_kernel(hw, layers[1], 4, pos[1][:4])          # JIT warm-up

@@ -22,6 +22,7 @@ from sim.errors import ConfigError
 from sim.driver import LayerRun, Sums, engines_for, run_trace  # noqa: F401 (engines_for: API)
 from sim.engines.energy import NA as NA_ENERGY
 from sim.methods import MethodSpec, parse_method, refuse_unused
+from sim.methods.info import method_info
 from sim.traces.format import Trace, open_checked_trace
 from sim.traces.inspect import finite_or_none
 
@@ -69,11 +70,11 @@ def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
             refuse_unused(spec, "replay")
         except ValueError as e:
             raise ConfigError(None, "--method", str(e)) from None
-        if spec.id == "prunetrain":
+        if method_info(spec).is_channel_plan:
             raise ConfigError(None, "--method", "prunetrain needs a channel trajectory, not a "
                               "gradient trace (use `prunesim train`)")
         out.append(spec)
-    if not any(m.id == "dense" for m in out):
+    if not any(method_info(m).is_dense for m in out):
         out.insert(0, parse_method("dense"))  # every speedup is relative to dense
     return out
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from sim.driver import simulate_layer
 from sim.engines.base import CATEGORIES, PhaseJob, engine_for
-from sim.engines.gpu import legacy
 from sim.engines.gpu.engine import GpuEngine
 from sim.engines.gpu.params import HW_FIELDS
 from sim.engines.gpu.spec import gpu_spec
 from sim.hwconfig import load_hwconfig
 from sim.methods import parse_method
+from sim.methods.synthetic import method_result_for
 from sim.workload import load_workload, lower, workload_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ def a100():
 
 
 def _jobs(layer, batch, method, charge_at="first"):
-    mr = legacy.method_result_for(parse_method(method), layer, batch)
+    mr = method_result_for(parse_method(method), layer, batch)
     gemms = lower(layer, batch)
     run = [ph for ph in ("fwd", "agbp", "wgc") if ph != "agbp" or layer.needs_agbp]
     first = next((ph for ph in run if mr is not None and ph in mr.phases), None)
@@ -45,9 +46,10 @@ def test_registry_builds_the_gpu_engine(a100):
 
 
 @pytest.mark.parametrize("method", ["dense", "sdgp-mag:nm=2:4", "dbtd:p=0.99", "approx:schedule=1"])
-def test_simulate_equals_the_legacy_layer_path(a100, method):
+def test_simulate_equals_the_driver_layer_path(a100, method):
+    """PhaseJobs built by hand (method charged on its first phase) give the driver's kernels."""
     layer = load_workload("resnet18-imagenet").layer("layer2.0.conv1")
-    old = legacy.simulate_layer(a100, layer, 8, method=parse_method(method))
+    old = simulate_layer(a100, layer, 8, method=parse_method(method))
     eng = GpuEngine(a100)
     for job in _jobs(layer, 8, method):
         new = eng.simulate(job)
@@ -199,8 +201,6 @@ def test_no_import_cycle_in_the_gpu_package():
     for m in graph:
         if m not in state:
             visit(m, [])
-    # legacy.py is a leaf: nothing in the package imports it (it is deleted at merge)
-    assert not [m for m, g in graph.items() if "sim.engines.gpu.legacy" in g]
     # the routing is by imports, one way: engine -> gemm/patch -> stream -> spec -> params
     assert {"sim.engines.gpu.gemm", "sim.engines.gpu.patch"} <= graph["sim.engines.gpu.engine"]
     below = graph["sim.engines.gpu.patch"] | graph["sim.engines.gpu.gemm"]

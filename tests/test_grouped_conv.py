@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engines.gpu import legacy as tc
+from sim.engines.base import PhaseJob
+from sim.engines.gpu.engine import GpuEngine
 from sim.engines.gpu.gemm import direct_grouped_conv
 from sim.engines.gpu.spec import gpu_spec
 from sim.hwconfig import load_hwconfig
@@ -21,6 +22,11 @@ def _net(c=32, hw=16):
          "pad": 1, "groups": 4}]})
 
 
+def _phase(g, hw):
+    """The kernels of one lowered dense GEMM (no layer: the engine sees the GEMM alone)."""
+    return GpuEngine(hw).simulate(PhaseJob(None, g.phase, g, 0))
+
+
 def test_depthwise_phase_is_a_direct_kernel_with_the_hand_derived_bytes_and_flops():
     hw = load_hwconfig("a100-sxm4-40gb")
     n, c, h = 8, 32, 16
@@ -33,7 +39,7 @@ def test_depthwise_phase_is_a_direct_kernel_with_the_hand_derived_bytes_and_flop
     fmas = n * c * h * h * 9
     s = gpu_spec(hw)
     for ph, g in lower(dw, n).items():
-        (k,) = tc.simulate_phase(g, None, hw)
+        (k,) = _phase(g, hw)
         assert k.kernel == "direct-conv" and "direct" in k.details["algorithm"]
         assert k.bytes["dram"] == want_bytes[ph]
         assert k.flops == 2 * fmas
@@ -53,15 +59,15 @@ def test_depthwise_is_no_slower_than_the_pointwise_conv_with_more_flops():
     for ph in ("fwd", "agbp", "wgc"):
         dw, pw = (lower(w.layer(x), 64)[ph] for x in ("dw", "pw"))
         assert pw.flops > 5 * dw.flops
-        t_dw = sum(k.seconds for k in tc.simulate_phase(dw, None, hw))
-        t_pw = sum(k.seconds for k in tc.simulate_phase(pw, None, hw))
+        t_dw = sum(k.seconds for k in _phase(dw, hw))
+        t_pw = sum(k.seconds for k in _phase(pw, hw))
         assert t_dw <= t_pw * 1.05, ph
 
 
 def test_wide_groups_keep_the_grouped_gemm_when_it_is_faster():
     hw = load_hwconfig("a100-sxm4-40gb")
     g = lower(_net(64, 56).layer("g4"), 64)["fwd"]      # 16 input channels per group, 144 K
-    (k,) = tc.simulate_phase(g, None, hw)
+    (k,) = _phase(g, hw)
     assert k.kernel == "gemm" and k.details["algorithm"] == "grouped GEMM"
     direct = direct_grouped_conv(hw, g, "fp16")
     assert k.seconds < direct.seconds and "direct kernel" in k.details["rejected"]

@@ -19,15 +19,9 @@ MAX_LINES = 100
 # Functions allowed over MAX_LINES because they are argument tables: name -> why.
 ARGUMENT_TABLES: dict[str, str] = {}
 
-# Engine files the engine helpers are still moving (#19): their cycles and long functions are
-# expected until the engine restructuring merges. The lead empties these at merge.
-EXPECTED_UNTIL_MERGE_CYCLES: set[frozenset[str]] = {
-}
-EXPECTED_UNTIL_MERGE_LONG: dict[str, str] = {
-    # not in sim/engines, but its file belongs to the driver helper, whose rewrite (the demo calls
-    # sim.driver instead of running simulations itself) replaces this function
-    "analysis.report.run": "driver helper rewrites it over sim.driver",
-}
+# Cycles and long functions allowed while a restructuring is in flight; empty since #19 merged.
+EXPECTED_UNTIL_MERGE_CYCLES: set[frozenset[str]] = set()
+EXPECTED_UNTIL_MERGE_LONG: dict[str, str] = {}
 
 
 # -- the checker ------------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from sim.engines.gpu import legacy as tc
+from sim.engines.base import PhaseJob
+from sim.engines.cli import conv_workload
 from sim.engines.gpu import patch
+from sim.engines.gpu.engine import GpuEngine
 from sim.engines.gpu.gemm import simulate_gemm
 from sim.engines.gpu.patch_kernels import lru_hits, lru_hits_reference
 from sim.engines.gpu.spec import gpu_spec
@@ -23,7 +25,7 @@ def txp():
 
 
 def conv(cin, cout, h, n=32, r=3):
-    return tc._conv_workload(f"{n},{cin},{cout},{h},{h},{r},{r},1,{r // 2}")[1][0]
+    return conv_workload(f"{n},{cin},{cout},{h},{h},{r},{r},1,{r // 2}")[1][0]
 
 
 def kernel(hw, layer, n, pos):
@@ -95,7 +97,7 @@ def test_zero_random_and_approx_phases(txp):
     res = {}
     for m in ("zero", "random", "approx", "approx-topk:k=3"):
         mr = apply_method(parse_method(m), layer, dO, key=1, batch=16, scheduled=True)
-        ks = tc.simulate_phase(g, mr, txp, layer=layer, batch=16)
+        ks = GpuEngine(txp).simulate(PhaseJob(layer, "wgc", g, 16, mr, charge_method=True))
         assert all(k.engine == "patch" for k in ks)
         for k in ks:
             assert sum(k.breakdown.values()) == pytest.approx(k.seconds, rel=1e-9, abs=1e-15)

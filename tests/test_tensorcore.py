@@ -10,12 +10,15 @@ import numpy as np
 import pytest
 
 from sim.cli import main
-from sim.engines.gpu import legacy as tc
+from sim.driver import simulate_layer
+from sim.engines.base import PhaseJob
+from sim.engines.gpu.engine import GpuEngine
 from sim.engines.gpu.gemm import simulate_gemm
 from sim.engines.gpu.kernels import N_OUT, block_pipeline, block_pipeline_reference
 from sim.engines.gpu.spec import gpu_spec
 from sim.hwconfig import load_hwconfig
 from sim.methods import parse_method
+from sim.methods.synthetic import nominal_nm_result
 from sim.workload import load_workload, lower
 
 A100 = "a100-sxm4-40gb"
@@ -152,27 +155,27 @@ def test_more_sms_or_bandwidth_never_slower(a100, tmp_path):
 def test_sdgp_only_agbp_sparse_and_overhead_charged(a100):
     wl = load_workload("resnet9")
     layer = wl.layers[2]
-    res = tc.simulate_layer(a100, layer, 64, method=parse_method("sdgp-mag:nm=2:4"))
+    res = simulate_layer(a100, layer, 64, method=parse_method("sdgp-mag:nm=2:4"))
     agbp = {k.kernel: k for k in res["agbp"]}
     assert agbp["gemm"].details["sparse"] == "2:4"
     assert "sdgp-mag-overhead" in agbp and agbp["sdgp-mag-overhead"].breakdown["method_overhead"] > 0
     assert [k.kernel for k in res["wgc"]] == ["gemm"] and res["wgc"][0].details["sparse"] is None
     assert [k.kernel for k in res["fwd"]] == ["gemm"]
-    dense = tc.simulate_layer(a100, layer, 64)
+    dense = simulate_layer(a100, layer, 64)
     assert agbp["gemm"].seconds < dense["agbp"][0].seconds
     assert dense["wgc"][0].seconds == res["wgc"][0].seconds
 
 
 def test_strided_agbp_has_col2im_and_stem_has_no_agbp(a100):
     wl = load_workload("resnet18-imagenet")
-    res = tc.simulate_layer(a100, wl.layer("layer2.0.conv1"), 8)
+    res = simulate_layer(a100, wl.layer("layer2.0.conv1"), 8)
     assert [k.kernel for k in res["agbp"]] == ["gemm", "col2im"]
-    assert "agbp" not in tc.simulate_layer(a100, wl.layers[0], 8)
+    assert "agbp" not in simulate_layer(a100, wl.layers[0], 8)
 
 
 def test_dbtd_runs_dense_gemm_plus_its_passes(a100):
     wl = load_workload("resnet9")
-    res = tc.simulate_layer(a100, wl.layers[2], 16, method=parse_method("dbtd"))
+    res = simulate_layer(a100, wl.layers[2], 16, method=parse_method("dbtd"))
     kern = [k.kernel for k in res["agbp"]]
     assert kern[0] == "gemm" and "dbtd-overhead" in kern
     assert "cannot skip" in res["agbp"][0].details["note"]
@@ -182,7 +185,7 @@ def test_dbtd_runs_dense_gemm_plus_its_passes(a100):
 def test_phase_api_matches_engine_contract(a100):
     wl = load_workload("resnet9")
     g = lower(wl.layers[3], 32)["fwd"]
-    (kr,) = tc.simulate_phase(g, None, a100)
+    (kr,) = GpuEngine(a100).simulate(PhaseJob(None, g.phase, g, 32))
     assert kr.engine == "tensorcore" and kr.phase == "fwd" and kr.flops == g.flops
     assert set(kr.bytes) == {"dram", "l2", "smem"}
 
@@ -235,6 +238,6 @@ def test_nominal_nm_result_equals_the_method_on_data(method):
     spec = parse_method(method)
     g = np.random.default_rng(0).laplace(size=layer.tensor_shapes(3)["dO"]).astype(np.float32)
     real = apply_method(spec, layer, g, key=1, batch=3)
-    nom = tc.nominal_nm_result(spec, layer, 3)
+    nom = nominal_nm_result(spec, layer, 3)
     assert nom.work == real.work and nom.structure == real.structure == "nm"
     assert nom.density == pytest.approx(real.density) and nom.phases == real.phases

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import write_trace
 from sim.cli import main
-from sim.engines.base import KernelResult, Unsupported, fallback_of, unsupported_reason
+from sim.engines.base import KernelResult, PhaseJob, Unsupported, engine_for, fallback_of
 from sim.engines.gpu.gemm import simulate_gemm
 from sim.hwconfig import load_hwconfig
 from sim.methods import METHOD_IDS
@@ -131,17 +131,22 @@ def test_replay_layers_table_marks_not_run_and_fallback(dw_trace, capsys):
     assert v100_sdgp["b1.pw"][-1] == "(fallback)" and v100_sdgp["stem"][-1] != "(fallback)"
 
 
-def test_unsupported_reason_names_the_limit():
+def supports(hw, layer, method_result, phase: str) -> str | None:
+    """The engine's answer for one layer phase, before any work (no lowered GEMM needed)."""
+    return engine_for(hw).supports(PhaseJob(layer, phase, None, 1, method_result))
+
+
+def test_supports_names_the_limit():
     w = load_workload(TINY)
     dw, pw = w.layer("b1.dw"), w.layer("b1.pw")
     cpu = load_hwconfig("xeon-e5-2680v4")
 
     class CSR:
         method, structure, phases = "dbtd", "csr", ("agbp", "wgc")
-    assert "groups=16" in unsupported_reason(cpu, dw, CSR, "wgc")
-    assert unsupported_reason(cpu, pw, CSR, "wgc") is None          # ungrouped: modeled
-    assert unsupported_reason(cpu, dw, None, "wgc") is None         # dense: modeled
-    assert unsupported_reason(load_hwconfig("a100-sxm4-40gb"), dw, CSR, "wgc") is None
+    assert "groups=16" in supports(cpu, dw, CSR, "wgc")
+    assert supports(cpu, pw, CSR, "wgc") is None          # ungrouped: modeled
+    assert supports(cpu, dw, None, "wgc") is None         # dense: modeled
+    assert supports(load_hwconfig("a100-sxm4-40gb"), dw, CSR, "wgc") is None
     assert issubclass(Unsupported, Exception)
 
 

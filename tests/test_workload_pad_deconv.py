@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engines.base import unsupported_reason
+from sim.engines.base import PhaseJob, engine_for
 from sim.errors import WorkloadError
 from sim.hwconfig import load_hwconfig
 from sim.workload import load_workload, lower, workload_from_dict, zoo_names
@@ -94,17 +94,21 @@ def test_stride_one_transposed_forward_is_implicit():
     assert _mnk(g)["agbp"] == (50, 4, 54, "implicit", "dO", "W")
 
 
+def _supports(hw, layer, method_result, phase):
+    return engine_for(hw).supports(PhaseJob(layer, phase, None, 2, method_result))
+
+
 def test_transposed_runs_dense_on_gpus_and_is_not_run_elsewhere():
     l = _wl({"c_out": 6, "kernel": 3, "transposed": True}, h=5, w=5).layers[0]
     gpu, cpu = load_hwconfig("a100-sxm4-40gb"), load_hwconfig("rpi4b")
-    assert unsupported_reason(gpu, l, None, "wgc") is None
-    assert "transposed conv" in unsupported_reason(cpu, l, None, "fwd")
+    assert _supports(gpu, l, None, "wgc") is None
+    assert "transposed conv" in _supports(cpu, l, None, "fwd")
 
-    class Sparse:   # the fields unsupported_reason reads from a MethodResult
+    class Sparse:   # the fields supports() reads from a MethodResult
         method, phases, structure = "dbtd", ("agbp", "wgc"), "csr"
-    assert "sparse WGC" in unsupported_reason(gpu, l, Sparse(), "wgc")
+    assert "sparse WGC" in _supports(gpu, l, Sparse(), "wgc")
     # AGBP is the reverse conv's forward: an implicit GEMM with dO as A, as for any conv
-    assert unsupported_reason(gpu, l, Sparse(), "agbp") is None
+    assert _supports(gpu, l, Sparse(), "agbp") is None
 
 
 def test_deconvs_are_refused_where_no_model_holds_them(tmp_path):

@@ -16,7 +16,7 @@ clock (named in `clock_hz`).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from sim.errors import PrunesimError
@@ -75,33 +75,6 @@ class Unsupported(PrunesimError):
     Not bad input: a replay or sweep records the point as "not run" with this reason and goes on
     with the others; a command that simulates one layer (`prunesim layer`) reports it as an error.
     """
-
-
-def unsupported_reason(hw, layer, method_result, phase: str) -> str | None:
-    """Why an engine cannot model this phase, for limits known before it runs; None if it can.
-
-    Engines that find a limit while running raise `Unsupported` themselves (the patch engine); this
-    holds the limits known from the layer and method alone, so a replay or sweep can record "not
-    run" before any engine work: the CPU engine has Ye et al.'s sparse path for ungrouped convs only
-    and no deconv (sim/engines/cpu.py raises `Unsupported` for both too, for callers that go to it
-    directly), and transposed convs run on the tensor-core engine only, with a dense WGC.
-    """
-    mr = method_result
-    if getattr(layer, "transposed", False):
-        if hw.kind != "gpu":
-            return (f"layer {layer.name}: transposed conv on {hw.name}: the {hw.kind} engine models "
-                    "conv kernels only (its per-sample im2col/Caffe path has no deconv)")
-        if mr is not None and phase == "wgc" and phase in getattr(mr, "phases", ()):
-            # its AGBP is an implicit GEMM with dO as A, like a conv's; its WGC is not
-            return (f"layer {layer.name}: {mr.method} on a transposed conv: a sparse WGC is "
-                    "modeled for convs only (a deconv's WGC takes dO as its im2col operand)")
-    if mr is None or layer is None or phase not in getattr(mr, "phases", ()):
-        return None
-    if hw.kind == "cpu" and layer.op == "conv" and layer.groups > 1 and mr.structure == "csr" \
-            and phase in ("agbp", "wgc"):
-        return (f"layer {layer.name}: {mr.method} on {hw.name}: the CPU engine's sparse (CSR) path "
-                f"models ungrouped convs only (groups={layer.groups})")
-    return None
 
 
 def fallback_of(kernels) -> str | None:
@@ -168,50 +141,9 @@ ENGINES: dict[str, str] = {
     "gpu": "sim.engines.gpu.engine:GpuEngine",
     "cpu": "sim.engines.cpu.engine:CpuEngine",
 }
-_LEGACY = {"gpu": "sim.engines.gpu.legacy", "cpu": "sim.engines.cpu"}
 
 
 def engine_for(hw) -> Engine:
     """The engine of a loaded hwconfig (its `kind` picks the family)."""
     mod, _, cls = ENGINES[hw.kind].partition(":")
     return getattr(importlib.import_module(mod), cls)(hw)
-
-
-class _ModuleEngine:
-    """Transitional adapter over the pre-interface engine modules (removed once the engine
-    families implement Engine themselves)."""
-
-    def __init__(self, hw):
-        self.hw = hw
-        self.kind = hw.kind
-        self.module = importlib.import_module(_LEGACY[hw.kind])
-
-    def supports(self, job: PhaseJob) -> str | None:
-        return unsupported_reason(self.hw, job.layer, job.method, job.phase)
-
-    def simulate(self, job: PhaseJob) -> list[KernelResult]:
-        kw = {"dtype": job.dtype} if self.kind == "gpu" and job.dtype else {}
-        if self.kind == "cpu":
-            kw["threads"] = job.threads
-        ks = self.module.simulate_phase(job.gemm, job.method, self.hw, layer=job.layer,
-                                        batch=job.batch, seed=job.seed,
-                                        charge_method=job.charge_method if job.method else None,
-                                        **kw)
-        # the old modules name the method's passes "<method>-overhead"; the driver reads categories
-        return [replace(k, category="method-overhead") if k.kernel.endswith("-overhead")
-                and k.category != "method-overhead" else k for k in ks]
-
-    def gemm(self, m: int, n: int, k: int, *, sparse: str | None = None,
-             density: float | None = None, dtype: str | None = None, threads: int = 1,
-             seed: int = 0) -> list[KernelResult]:
-        """One bare GEMM: N:M `sparse` A on a GPU, a uniformly random CSR A of `density` on a CPU."""
-        if self.kind == "gpu":
-            dtype = dtype or self.module.gpu_spec(self.hw).default_dtype()
-            return [self.module.simulate_gemm(self.hw, m, n, k, dtype=dtype, sparse=sparse)]
-        from sim.methods.base import MethodResult, WorkAccount
-        from sim.workload import Gemm
-        g = Gemm("gemm", "-", m, n, k, 1, "A", "B", "C", m * k, k * n, m * n)
-        mr = None
-        if density is not None:
-            mr = MethodResult("csr", {}, "csr", density, WorkAccount(), phases=("-",))
-        return self.module._gemm_only(g, mr, self.hw, threads, seed)

@@ -80,8 +80,10 @@ def cmd_gemm(args) -> int:
     with cache_model_for(args, {hw.kind}), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            (r,) = engine.gemm(args.m, args.n, args.k, sparse=sparse, density=args.density,
-                               dtype=dtype, threads=args.threads, seed=getattr(args, "seed", 0) or 0)
+            # each family takes its own sparsity: N:M on a GPU, CSR density (and threads) on a CPU
+            kw = ({"density": args.density, "threads": args.threads,
+                   "seed": getattr(args, "seed", 0) or 0} if hw.kind == "cpu" else {"sparse": sparse})
+            (r,) = engine.gemm(args.m, args.n, args.k, dtype=dtype, **kw)
         except ValueError as e:
             raise ConfigError(hw.path, "--m/--k", str(e)) from None
     d = r.details

@@ -12,6 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from sim.methods.info import method_info
+
 SYNTH_MAX_ELEMS = 1 << 20   # the largest dO built whole; larger ones run on a sub-batch
 
 
@@ -35,7 +37,7 @@ def nominal_nm_result(spec, layer, batch: int):
     bits = bits_per_index(m)
     kept = nb * hw_ * sum(min(n, c - g * m) for g in range(groups))
     meta = nb * hw_ * ((groups * n * bits + 31) // 32) * 4
-    mode = spec.id.split("-", 1)[1]
+    mode = method_info(spec).nm_selection
     work = WorkAccount(elems_read=total, elems_written=kept, bytes_metadata=meta,
                        compares=kept * m, random_draws=total if mode == "random" else 0, passes=1)
     if mode == "resmag":
@@ -56,11 +58,11 @@ def method_result_for(spec, layer, batch: int, seed: int = 0, *, samples: int | 
     not built whole: the method runs on the first b samples that fit and its WorkAccount is scaled
     by batch / b (every method's work is linear in the batch); DBTD's density is the sub-batch's.
     """
-    if spec is None or spec.id == "dense":
+    if spec is None or method_info(spec).is_dense:
         return None
     shape = layer.tensor_shapes(batch)["dO"]
     per = int(np.prod(shape[1:]))
-    if spec.id.startswith("sdgp-") and per * batch > SYNTH_MAX_ELEMS:
+    if method_info(spec).family == "sdgp" and per * batch > SYNTH_MAX_ELEMS:
         return nominal_nm_result(spec, layer, batch)
     b = max(1, min(batch, SYNTH_MAX_ELEMS // max(per, 1)))
     if samples is not None:
@@ -77,11 +79,11 @@ def result_on(spec, layer, g: np.ndarray, batch: int, seed: int = 0, *, build_cs
     schedule decides only in replay and in whole-network estimates)."""
     from sim.methods import apply_method, stream_key
     from sim.methods.base import scale_work
-    if spec is None or spec.id == "dense":
+    if spec is None or method_info(spec).is_dense:
         return None
     b = g.shape[0]
     key = stream_key(seed, layer.index, 0)
-    sched = True if spec.id in ("zero", "random", "approx", "approx-topk") else None
+    sched = True if method_info(spec).scheduled else None
     mr = apply_method(spec, layer, g, key=key, batch=batch, build_csr=build_csr, scheduled=sched)
     if b != batch:
         mr = scale_work(mr, batch / b)

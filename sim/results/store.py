@@ -47,7 +47,7 @@ KEY_FIELDS = ("prunesim", "hw", "hw_checksum", "workload", "trace_checksum", "ba
               "framework_checksum")
 _OPTIONAL = ("only_iteration", "cache_model", "framework", "framework_checksum")
 _REQUIRED = tuple(f for f in KEY_FIELDS if f not in _OPTIONAL)
-DEFAULT_CACHE_MODEL = "exact"   # sim.engines.cpu.CACHE_MODEL's default (not imported: Numba)
+DEFAULT_CACHE_MODEL = "exact"   # sim.engines.cpu.spmm.CACHE_MODEL's default (not imported: Numba)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -37,6 +37,7 @@ from sim import __version__
 from sim.errors import ConfigError, PrunesimError, TraceError
 from sim.hwconfig import HwConfig, load_hwconfig, with_overrides
 from sim.limits import check_budget
+from sim.methods.info import method_info
 from sim.progress import Progress
 from sim.results.store import ResultStore, cache_model_field, point_key, point_record
 from sim.yamlio import load_yaml_file
@@ -258,7 +259,7 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
     for tr, need_hw, need_m in todo:
         k = min(chunks, len(need_hw))
         size = math.ceil(len(need_hw) / k)
-        labels = [m.label for m in methods if m.label in need_m or m.id == "dense"]
+        labels = [m.label for m in methods if m.label in need_m or method_info(m).is_dense]
         for i in range(0, len(need_hw), size):
             part = need_hw[i:i + size]
             tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,

@@ -66,13 +66,3 @@ HW_FIELDS: dict[str, Field] = {
                                      "library reaches (1: model alone)", minimum=0.01, maximum=1.5,
                                      attr="spmm_eff"),
 }
-
-
-def __getattr__(name: str):
-    """Transitional (#19): sim/replay.py and sim/engines/cli.py still import the module KINDS names
-    and call its simulate_phase / gemm_command / layer_command; those live in legacy.py, loaded
-    only when asked so hwconfig validation never pulls in Numba. Deleted with legacy.py."""
-    if name in ("simulate_phase", "gemm_command", "layer_command"):
-        from sim.engines.cpu import legacy
-        return getattr(legacy, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,5 @@
 One package behind the Engine interface (sim/engines/base.py): `params` declares the hwconfig
 fields (imported by sim/hwconfig.py, so it stays free of Numba), `spec` turns a hwconfig into the
 model's units, `gemm`, `stream` and `patch` are the kernel models, `kernels` / `patch_kernels`
-their Numba cores, and `engine.GpuEngine` routes a PhaseJob to them. `legacy` holds the pre-#19
-entry points other code still calls until the driver lands (deleted at merge).
+their Numba cores, and `engine.GpuEngine` routes a PhaseJob to them.
 """

@@ -68,16 +68,3 @@ HW_FIELDS: dict[str, Field] = {
     **{f"energy_{lv}": Field("energy_per_byte", f"energy of one byte moved at {lv}",
                              required=False, minimum=0) for lv in ("dram", "l2", "smem")},
 }
-
-# TRANSITIONAL (#19), deleted at merge together with sim/engines/gpu/legacy.py: replay, sweep and
-# `prunesim gemm|layer` still look these names up on the module KINDS names until the driver lands.
-# Resolved by name at call time (PEP 562), so this module imports nothing heavy and nothing in the
-# package imports legacy.py.
-_LEGACY_NAMES = ("simulate_phase", "gemm_command", "layer_command")
-
-
-def __getattr__(name: str):
-    if name in _LEGACY_NAMES:
-        import importlib
-        return getattr(importlib.import_module("sim.engines.gpu.legacy"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
