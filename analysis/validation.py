@@ -706,6 +706,15 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                           else "outlier",
                           note=f"target: within one reconfiguration interval ({interval} epochs); "
                                f"published {pub_s}; modeled {got_s}")
+    yield from _c_comm_rows(quick, dense_m)
+
+
+def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
+    """The communication saving per GPU count, with and without dynamic mini-batch."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import lasso_trajectory, simulate_run
+    from sim.workload import load_workload
     base = load_cluster("prunetrain-v100-128")
     w = load_workload("resnet50-imagenet")
     dense_at: dict = {}

@@ -522,7 +522,7 @@ def _optimizer_ops(e: _Emit, wl: Workload, profile) -> list[StreamOp]:
 
 
 def cpu_stream_args(op: StreamOp, *, dtype_bytes: int = 4, simd_lanes: int = 1) -> dict:
-    """Keyword arguments of sim/engines/cpu.py `stream_pass(cpu, **args)` for a StreamOp.
+    """Keyword arguments of sim/engines/cpu/passes.py `stream_pass(cpu, **args)` for a StreamOp.
 
     The CPU model is a loop over `elems` elements with per-element loads, stores and uops. A
     StreamOp's bytes divided by the element size give words moved per loop element; a vectorized

@@ -16,6 +16,7 @@ from sim.engines.base import Unsupported, engine_for
 from sim.errors import ConfigError
 from sim.hwconfig import load_hwconfig
 from sim.limits import available_memory, check_budget, check_range, fmt_bytes
+from sim.methods.info import method_info
 
 LAYER_BATCH = 128      # `prunesim layer --workload` without --batch (a training batch)
 GPU_DTYPES = ("fp16", "bf16", "tf32", "fp32")   # the tensor-core engine's data types
@@ -259,7 +260,7 @@ def _layer_runs(args, hw, engine, wl, layers, batch, phases, specs, dtype):
     if getattr(args, "trace", None):
         grads, tbatch, grad_source = _trace_grads(args, layers)
         batch = args.batch or tbatch
-    elif any(s.id != "dense" for s in specs):
+    elif not all(method_info(s).is_dense for s in specs):
         from sim.methods.synthetic import synthetic_dO
         samples = min(batch, getattr(args, "samples", None) or LAYER_SAMPLES)
         grads = synthetic_dO(wl, samples, batch, args.seed)

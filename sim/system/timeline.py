@@ -94,7 +94,7 @@ def roofline_seconds(g: Gemm, peak_flops: float, mem_bw: float, dtype_bytes: int
     """The roofline model: max(flops / peak math, compulsory operand bytes / memory bandwidth).
 
     Knows nothing of tiles, waves, odd channel counts or SIMD lanes: it cannot show why pruned
-    layers run below peak, which is the engine's job (sim.engines.tensorcore)."""
+    layers run below peak, which is the engine's job (sim.engines.gpu)."""
     return max(g.flops / peak_flops, g.bytes(dtype_bytes) / mem_bw)
 
 
