@@ -105,9 +105,9 @@ PUB_HW3 = [
      0.630, 1.38, ""),
     ("A100 cuSPARSELt vs CUTLASS (CUDALibrarySamples#57)", "a100-sxm4-40gb", "fp16", 4096, 4096,
      4096, 0.608, 0.546, 1.11, ""),
-    ("H100 bf16, Ampere sparse kernel (cutlass#1335)", "h100-sxm5-80gb", "bf16", 768, 4096, 4096,
-     0.0457, 0.0742, 0.62, "the published kernel is Ampere mma.sp recompiled for Hopper; the model "
-     "assumes native sparse wgmma"),
+    ("H100 bf16, Ampere sparse kernel (cutlass#1335)", "h100-sxm5-80gb-ampere-sparse", "bf16", 768, 4096, 4096,
+     0.0457, 0.0742, 0.62, "the published kernel is Ampere mma.sp recompiled for Hopper: modeled on "
+     "the h100 variant whose mma_path is mma.sp-ampere (dense stays wgmma)"),
 ]
 HW3_NOT_MODELED = [
     ("A100 cuSPARSELt 0.4 vs nn.Linear, (m,k,n)=768,3072,768 bs 4 (pytorch#96147)", 1.13,

@@ -50,6 +50,16 @@ _REG_OVERHEAD = 40
 _TILES = ((256, 128, 64, 64, 3), (128, 256, 64, 64, 3), (128, 128, 64, 64, 4),
           (128, 64, 64, 32, 4), (64, 128, 32, 64, 4), (64, 64, 32, 32, 6))
 _MAX_SPLIT_K = 64
+# The tiles real 2:4 kernels offer (CUTLASS sm80 sparse tensor-op GEMM configurations, which
+# cuSPARSELt's kernels resemble): thread-block tiles with a 64-deep dense-K stage (mma.sp
+# m16n8k32 consumes K twice as fast as the dense m16n8k16), 64x64 or 32x64 warp tiles, 3 stages.
+# A separate, smaller list than the dense one: no 64x64 tile and no deeper pipelines. The fifth
+# entry is the stage count; the sixth the dense-K depth of one stage in bytes of a B row.
+_SPARSE_TILES = ((128, 256, 64, 64, 3), (256, 128, 64, 64, 3), (128, 128, 64, 64, 3),
+                 (128, 64, 64, 32, 3), (64, 128, 32, 64, 3))
+# Exponent of the power-limited clock: P_dyn ~ u f V^2 and V ~ f in the DVFS range, so f ~ u^(-1/3)
+# at a fixed power (the textbook CMOS relation; not fitted).
+_POWER_EXP = 1.0 / 3.0
 # CUDA-core (SIMT) SGEMM tiles after CUTLASS's SIMT sgemm configurations (128x128, 128x64, 64x128,
 # 64x64 thread-block tiles; 32x64 / 32x32 warp tiles; 2 register-staged stages): a thread holds
 # WM*WN/32 accumulators and no tensor-core fragments.
@@ -106,6 +116,8 @@ def _fit(s: GpuSpec, g: GemmShape, tile) -> _Fit | None:
     eb = DTYPE_BYTES[g.dtype]
     simt = s.on_cuda_cores(g.dtype)
     bk = 64 // eb                      # 64-byte rows of K per stage (32 fp16, 16 tf32/fp32)
+    if g.sparse:
+        bk *= 2                        # a sparse stage covers twice the dense K (mma.sp k32)
     stages = min(st, s.max_stages)
     warps = (bm // wm) * (bn // wn)
     threads = 32 * warps
@@ -189,6 +201,31 @@ def _body(s: GpuSpec, wave, blocks: int, conc: int, r: int) -> tuple[float, dict
     return body, bd
 
 
+def _smem_per_ktile(s: GpuSpec, g: GemmShape, f: _Fit, tile) -> float:
+    """Shared-memory bytes one block moves per k-tile: the cp.async fills plus the operand reads.
+
+    mma.sync: every warp loads its own A and B fragments (ldmatrix), so a fragment is read once
+    per warp that needs it. wgmma: a warpgroup (4 warps, 64 rows of A) reads its A rows and the
+    whole B tile once, the tensor cores fetching straight from shared memory. A sparse MMA
+    consumes B over twice the K per instruction, so at the doubled rate the same B bytes per
+    dense FMA arrive in half the time: smem, not the tensor cores, can bound it. Each sparse MMA
+    also loads its metadata (one 32-bit register per lane per 16 rows of A and k-step).
+    """
+    bm, bn, wm, wn, _ = tile
+    fills = f.a_tile + f.b_tile
+    if s.on_cuda_cores(g.dtype) or s.mma_route(bool(g.sparse)) == "mma.sync":
+        frag = f.warps * (wm * f.bk * f.a_eb + f.bk * wn * f.eb)
+        rows = f.warps * wm
+    else:
+        wg = max(1, bm // 64)
+        frag = bm * f.bk * f.a_eb + wg * f.bk * bn * f.eb
+        rows = bm
+    if g.sparse and s.meta_load is not None:
+        k_steps = f.bk / (_INSTR_K[f.eb] * 2)
+        frag += rows / 16 * k_steps * s.meta_load
+    return frag + fills
+
+
 def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     """Model one candidate kernel; None if it does not fit on an SM."""
     f = _fit(s, g, tile)
@@ -207,10 +244,11 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     c_eb = 4 if split > 1 else eb       # split-K writes fp32 partial sums
     c_bytes = bm * bn * c_eb
     mem_lat = hit * s.l2_lat + (1.0 - hit) * s.dram_lat
-    rate = s.fma_rate(g.dtype)
+    rate = s.tc_rate_for(g.dtype, bool(g.sparse))
     fma_tile = bm * bn * bk * f.math_keep
-    # fragment reads of every warp + the cp.async fills
-    smem_tile = f.warps * (wm * bk * f.a_eb + bk * wn * eb) + (f.a_tile + f.b_tile)
+    smem_tile = _smem_per_ktile(s, g, f, tile)
+    # epilogue: fp32 accumulators staged through shared memory (written, read back) per tile
+    epi_smem = bm * bn * 4 * 2
 
     def wave(active: int, resident: int):
         load_bw = s.l2_bpc / active
@@ -219,9 +257,11 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
         mma = fma_tile / (rate / resident)
         sm_cyc = smem_tile / (s.smem_bpc / resident)
         work = max(mma, sm_cyc)
-        epi = c_bytes / (s.dram_bpc / active)
-        return _sim_block(n_iter, f.stages, f.a_tile + f.b_tile, load_bw, mem_lat, work, mma / work,
+        epi = s.epi_lat + max(c_bytes / (s.dram_bpc / active), epi_smem / (s.smem_bpc / resident))
+        out = _sim_block(n_iter, f.stages, f.a_tile + f.b_tile, load_bw, mem_lat, work, mma / work,
                           s.mma_lat, epi)
+        out[0] += s.prologue
+        return out
 
     body, bd = _body(s, wave, blocks, conc, r)
     c_final = g.m * g.n * g.groups if g.c_out is None else g.c_out
@@ -250,7 +290,13 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
 def _candidates(s: GpuSpec, g: GemmShape):
     eb = DTYPE_BYTES[g.dtype]
     bk = 64 // eb
-    for tile in (_SIMT_TILES if s.on_cuda_cores(g.dtype) else _TILES):
+    if s.on_cuda_cores(g.dtype):
+        tiles_ = _SIMT_TILES
+    elif g.sparse:
+        tiles_, bk = _SPARSE_TILES, 2 * bk
+    else:
+        tiles_ = _TILES
+    for tile in tiles_:
         yield tile, 1
         bm, bn = tile[0], tile[1]
         tiles = -(-g.m // bm) * -(-g.n // bn) * g.groups
@@ -266,6 +312,32 @@ def _candidates(s: GpuSpec, g: GemmShape):
 
 @lru_cache(maxsize=8192)
 def _gemm_cached(s: GpuSpec, g: GemmShape) -> dict:
+    """The best candidate; under a power limit, re-ranked at the clock the GEMM sustains.
+
+    Dynamic power ~ u f V^2 with the voltage rising about linearly with the clock in the DVFS
+    range, so ~ u f^3: a GEMM whose tensor cores are busy a fraction u of its time holds
+    min(clock, sustained_clock * u^(-1/3)) (sustained_clock: the clock at u = 1). Memory-bound
+    or short, latency-bound GEMMs (small u) keep the boost clock; a GEMM's idle tensor-core
+    cycles (wave tail, fill) buy back only a third of their share in clock. Two fixed-point
+    steps: at a lower clock DRAM is relatively faster, u rises a little.
+    """
+    best = _best(s, g)
+    best["clock"] = s.clock
+    if s.sustained_clock is None or s.sustained_clock >= s.clock or s.on_cuda_cores(g.dtype):
+        return best
+    res, clock = best, s.clock
+    for _ in range(2):
+        u = res["breakdown"]["math"] / res["cycles"] if res["cycles"] > 0 else 0.0
+        f = min(s.clock, s.sustained_clock * u ** (-_POWER_EXP)) if u > 0 else s.clock
+        if f >= clock - 1.0:
+            break
+        clock = f
+        res = dict(_best(s.at_clock(clock), g), clock=clock)
+    res["details"]["clock_mhz"] = round(res["clock"] / 1e6, 1)
+    return res
+
+
+def _best(s: GpuSpec, g: GemmShape) -> dict:
     best = None
     n = 0
     for tile, split in _candidates(s, g):
@@ -337,8 +409,9 @@ def simulate_gemm(hw: HwConfig, m: int, n: int, k: int, *, groups: int = 1, dtyp
                    sparse=f"{sp[0]}:{sp[1]}" if sp else None, dense_equivalent_flops=dense_flops)
     if fallback:
         details["sparse_fallback"] = fallback
-    return KernelResult(ENGINE, s.name, layer, phase, kernel, res["cycles"], s.clock, flops,
-                        {k_: v / s.clock for k_, v in res["breakdown"].items()},
+    clk = res["clock"]
+    return KernelResult(ENGINE, s.name, layer, phase, kernel, res["cycles"], clk, flops,
+                        {k_: v / clk for k_, v in res["breakdown"].items()},
                         dict(res["bytes"]), details, category="math")
 
 

@@ -60,6 +60,36 @@ HW_FIELDS: dict[str, Field] = {
                           "engine's reductions)", required=False, minimum=0, attr="smem_lat"),
     "launch_overhead": Field("time", "gap a dependent kernel launch adds on the GPU timeline",
                              minimum=0, attr="launch_overhead"),
+    # ---- issue #14: what makes real kernels slower than the ideal machine (all optional; absent:
+    # the ideal machine of the older model, so GPUs without measurements stay as they were)
+    "sustained_clock": Field("frequency", "tensor-core clock sustained under the board power "
+                             "limit at full tensor-core load; a GEMM whose tensor cores are busy a "
+                             "fraction u of its time runs at min(clock, sustained_clock u^-1/3) "
+                             "(absent: clock, no power limit)", required=False, minimum=1e6,
+                             attr="sustained_clock"),
+    "block_prologue": Field("cycles", "per thread block, before its first k-tile load is issued: "
+                            "parameter loads, address and predicate setup (the pipeline fill that "
+                            "follows is simulated)", required=False, minimum=0, default=0.0,
+                            attr="prologue"),
+    "epilogue_latency": Field("cycles", "per output tile, fixed latency of the epilogue: "
+                              "accumulator conversion and the shared-memory round trip before the "
+                              "C stores (the staging and store bandwidth is modeled on top)",
+                              required=False, minimum=0, default=0.0, attr="epi_lat"),
+    "sparse_meta_load": Field("size", "shared-memory bytes a warp loads for the metadata of one "
+                              "sparse MMA (16 rows of A, one k-step): one 32-bit register per "
+                              "lane (absent: the metadata bits only)", required=False, minimum=0,
+                              attr="meta_load"),
+    "mma_path": Field("text", "instruction path of the GEMM library: 'mma.sync' (Ampere-style, "
+                      "warp fragments from shared memory), 'wgmma' (Hopper: warpgroup MMA reads "
+                      "its operands from shared memory once per warpgroup, dense and 2:4), "
+                      "'mma.sp-ampere' (wgmma dense, but 2:4 through an Ampere mma.sp kernel "
+                      "recompiled for Hopper)", required=False,
+                      choices=("mma.sync", "wgmma", "mma.sp-ampere"), default="mma.sync",
+                      attr="mma_path"),
+    "mma_sync_fraction": Field("fraction", "share of the tensor-core rate the Ampere mma.sync / "
+                               "mma.sp instructions reach on a GPU whose native path is wgmma",
+                               required=False, minimum=0.01, maximum=1.0, default=1.0,
+                               attr="sync_frac"),
     # optional per-op energy table (sim/engines/energy.py); absent: energy reads n/a
     **{f"energy_fma_tc_{d}": Field("energy_per_op", f"energy of one {d.upper()} tensor-core FMA",
                                    required=False, minimum=0) for d in ("fp16", "bf16", "tf32")},

@@ -6,7 +6,7 @@ cycles), once per config checksum.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.engines.gpu.params import HW_FIELDS
 from sim.errors import ConfigError
@@ -49,12 +49,42 @@ class GpuSpec:
     mma_lat: float
     smem_lat: float | None       # cycles; only the patch kernels need it
     launch_overhead: float       # s
+    sustained_clock: float | None  # Hz at full tensor-core load under the power limit; None: clock
+    prologue: float              # cycles per block before its first load
+    epi_lat: float               # cycles per output tile, fixed epilogue latency
+    meta_load: float | None      # smem bytes per warp per sparse MMA k-step for metadata
+    mma_path: str                # "mma.sync" | "wgmma" | "mma.sp-ampere"
+    sync_frac: float             # mma.sync share of the tensor-core rate on a wgmma GPU
     # derived
     cuda_ratio: float            # cuda_core_clock / clock
     tc_rate: tuple               # ((dtype, FMA/clk/SM), ...) for tensor-core dtypes
     dram_bpc: float              # DRAM bytes per cycle
     dram_lat: float              # cycles
     launch: float                # cycles
+
+    def at_clock(self, clock: float) -> "GpuSpec":
+        """The same GPU with its SM clock lowered to `clock` (the power limit): cycle-denominated
+        SM and L2 rates stay (the CUDA cores and L2 throttle with the SM clock), DRAM bytes per
+        cycle and the time-written latencies are rescaled (HBM keeps its own clock)."""
+        return replace(self, clock=clock, sustained_clock=None,
+                       dram_bpc=self.hbm_bandwidth / clock,
+                       dram_lat=_cycles(self.dram_latency, clock),
+                       launch=self.launch_overhead * clock)
+
+    def mma_route(self, sparse: bool) -> str:
+        """'wgmma' or 'mma.sync': the instruction path one GEMM takes on this GPU."""
+        if self.mma_path == "wgmma" or (self.mma_path == "mma.sp-ampere" and not sparse):
+            return "wgmma"
+        return "mma.sync"
+
+    def tc_rate_for(self, dtype: str, sparse: bool) -> float:
+        """FMA/clk/SM of the path the GEMM takes: the legacy mma.sync path on a wgmma GPU reaches
+        only `sync_frac` of the tensor-core rate."""
+        r = self.fma_rate(dtype)
+        if not self.on_cuda_cores(dtype) and self.mma_path != "mma.sync" \
+                and self.mma_route(sparse) == "mma.sync":
+            r *= self.sync_frac
+        return r
 
     def on_cuda_cores(self, dtype: str) -> bool:
         """fp32, or any dtype on a GPU without tensor cores (16-bit storage with fp32 math, since
