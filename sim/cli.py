@@ -243,7 +243,8 @@ def _add_engine_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_layer")
 
-    p = sub.add_parser("calibrate", help="measure this machine and write a CPU hwconfig")
+    p = sub.add_parser("calibrate", help="measure this machine and write a CPU hwconfig (--gpu: "
+                       "its NVIDIA GPU, or a recorded measurement file, into a GPU hwconfig)")
     p.add_argument("--out", default=None,
                    help="hwconfig YAML to write (default hwconfigs/host.yaml; an existing file is "
                         "replaced only if calibrate wrote it, else with --force)")
@@ -252,10 +253,16 @@ def _add_engine_commands(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="measure real dense GEMM and CSR SpMM on held-out layer shapes and compare "
                         "with the engine's prediction on --hw")
-    p.add_argument("--hw", default="hwconfigs/host.yaml", help="hwconfig to check (with --check)")
+    p.add_argument("--hw", default=None, help="hwconfig to check (with --check; CPU default "
+                   "hwconfigs/host.yaml); --gpu without --check: the bundled base config")
+    p.add_argument("--gpu", action="store_true", help="calibrate the GPU model (PyTorch CUDA)")
+    p.add_argument("--from-measurements", default=None, metavar="FILE",
+                   help="--gpu: fit a recorded measurement file (no GPU needed)")
+    p.add_argument("--measurements-out", default=None, metavar="FILE",
+                   help="--gpu: where the measurements go (default out/gpu-measurements-GPU.json)")
     p.add_argument("--quick", action="store_true", help="fewer, shorter measurements")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    _handler(p, "sim.engines.cpu.calibrate:cmd_calibrate")
+    _handler(p, "sim.engines.gpu.calibrate:cmd_calibrate")
 
 
 def _add_train_command(sub) -> None:

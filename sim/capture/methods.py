@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sim.errors import CaptureError
-from sim.methods import MethodSpec, method_info, parse_method, sdgp_prunes
+from sim.methods import MethodSpec, method_info, parse_method, refuse_unused, sdgp_prunes
 from sim.methods.prunetrain import ZERO_THRESHOLD, channel_plan, lasso_lambda
 from sim.methods.rng import stream_key
 from sim.methods.schedule import applies, paper_schedule
@@ -39,7 +39,9 @@ def as_spec(method: str | MethodSpec | None) -> MethodSpec:
     if isinstance(method, MethodSpec):
         return method
     try:
-        return parse_method(method or "dense")
+        spec = parse_method(method or "dense")
+        refuse_unused(spec, "capture")   # fused=true: time only, capture records values
+        return spec
     except ValueError as e:
         raise CaptureError(None, "--method", str(e)) from None
 

@@ -17,7 +17,7 @@ from sim.methods.nm import parse_nm
 from sim.methods.rng import stream_key
 from sim.workload import Layer
 
-__all__ = ["MethodSpec", "parse_method", "parse_combination", "apply_method", "refuse_unused", "METHOD_IDS", "MethodResult",
+__all__ = ["MethodSpec", "parse_method", "parse_combination", "apply_method", "refuse_unused", "with_fusion", "METHOD_IDS", "MethodResult",
            "stream_key", "MethodInfo", "method_info"]
 
 
@@ -55,6 +55,12 @@ def _pos_int(v: str) -> int:
     return x
 
 
+def _bool(v: str) -> bool:
+    if v not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return v == "true"
+
+
 def _schedule(v: str) -> int:
     x = int(v)
     if x not in (1, 2, 3):
@@ -63,26 +69,33 @@ def _schedule(v: str) -> int:
 
 
 _SCHED = {"schedule": (_schedule, 1)}
+# fused=true: the method's prune/compress runs in the epilogue of the kernel that produces dO
+# instead of a separate pass (moves time, not values: sim/engines/gpu/stream.fused_epilogue)
+_FUSED = {"fused": (_bool, False)}
 # id -> {param: (parser, default)}
 PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "dense": {},
     "dbtd": {"p": (_rate, 0.99), "sigma": (_choice("paper", "unbiased", "meanabs"), "paper"),
-             "fc": (_choice("dense", "prune"), "dense")},
+             "fc": (_choice("dense", "prune"), "dense"), **_FUSED},
     "topk": {"keep": (_fraction, 0.01), "fc": (_choice("dense", "prune"), "dense")},
     "zero": dict(_SCHED),
     "random": dict(_SCHED),
     "approx": dict(_SCHED),
     "approx-topk": {**_SCHED, "k": (_pos_int, 2)},
-    "sdgp-random": {"nm": (_nm, "2:4")},
-    "sdgp-mag": {"nm": (_nm, "2:4")},
+    "sdgp-random": {"nm": (_nm, "2:4"), **_FUSED},
+    "sdgp-mag": {"nm": (_nm, "2:4"), **_FUSED},
     "sdgp-resmag": {"nm": (_nm, "2:4"), "rescale": (_choice("sample-channel", "channel"),
-                                                    "sample-channel")},
+                                                    "sample-channel"), **_FUSED},
     "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10)},
 }
 METHOD_IDS = tuple(PARAMS)
 # (param, value) pairs left out of a label: a later-added option at the default that keeps the
-# behaviour the label always named (DBTD / top-k leave FC layers dense)
-QUIET_DEFAULTS = {("fc", "dense")}
+# behaviour the label always named (DBTD / top-k leave FC layers dense; methods run as a separate
+# pass unless fused=true)
+QUIET_DEFAULTS = {("fc", "dense"), ("fused", False)}
+# (param, value) pairs left out of MethodSpec.params altogether: stored records key on the params
+# (method_params), so points computed before fused existed keep their keys
+OMITTED_DEFAULTS = {("fused", False)}
 
 
 @dataclass(frozen=True)
@@ -96,17 +109,23 @@ class MethodSpec:
     given: tuple[str, ...] = field(default=(), compare=False)
 
     def get(self, key: str) -> Any:
-        return dict(self.params)[key]
+        p = dict(self.params)
+        return p[key] if key in p else PARAMS[self.id][key][1]
 
     @property
     def label(self) -> str:
         shown = [(k, v) for k, v in self.params if (k, v) not in QUIET_DEFAULTS]
         if not shown:
             return self.id
-        return f"{self.id}:" + ",".join(f"{k}={v}" for k, v in shown)
+        return f"{self.id}:" + ",".join(f"{k}={_text(v)}" for k, v in shown)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "params": dict(self.params)}
+
+
+def _text(v: Any) -> str:
+    """A parameter value as the spec syntax writes it (booleans lower-case, as parsed)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSpec:
@@ -140,21 +159,29 @@ def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSp
     given = tuple(sorted(out))
     for k, (_, default) in allowed.items():
         out.setdefault(k, default)
+        if (k, out[k]) in OMITTED_DEFAULTS:
+            del out[k]
     return MethodSpec(name, tuple(sorted(out.items())), given)
 
 
 # parameters a command accepts but whose value cannot change its result, with the reason; a command
 # refuses them when written (tests/test_method_options.py walks every option through the commands)
 _NOT_MODELLED = "its per-layer effect is not modelled at system level"
+_TIME_ONLY = "fusing the pass into dO's producer moves time, not values"
+_FUSABLE = ("dbtd", "sdgp-random", "sdgp-mag", "sdgp-resmag")
 IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
-    "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED, "fc": _NOT_MODELLED},
+    "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED, "fc": _NOT_MODELLED,
+                       "fused": _NOT_MODELLED},
               "topk": {"keep": _NOT_MODELLED, "fc": _NOT_MODELLED},
               "approx": {"schedule": _NOT_MODELLED},
               "approx-topk": {"schedule": _NOT_MODELLED, "k": _NOT_MODELLED},
               "sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
     "replay": {"sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
-    "prune": {m: {"schedule": "prune applies the method to the one tensor given"}
-              for m in ("zero", "approx", "approx-topk")},
+    "prune": {**{m: {"schedule": "prune applies the method to the one tensor given"}
+                 for m in ("zero", "approx", "approx-topk")},
+              **{m: {"fused": _TIME_ONLY} for m in _FUSABLE}},
+    # capture records values from real training: where the pass runs changes no value
+    "capture": {m: {"fused": _TIME_ONLY} for m in _FUSABLE},
 }
 
 
@@ -209,10 +236,30 @@ def dense_result(g: np.ndarray, method: str = "dense", params: dict | None = Non
                         phases=(), extra=extra)
 
 
+def with_fusion(spec: MethodSpec, result: MethodResult) -> MethodResult:
+    """The result marked `fused` when the spec says fused=true and the method did work on this
+    layer (a layer it leaves dense has no pass to fuse)."""
+    if "fused" in PARAMS.get(spec.id, {}) and spec.get("fused") and result.work.passes > 0:
+        from dataclasses import replace
+        return replace(result, fused=True)
+    return result
+
+
 def apply_method(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: int,
                  conv_index: int = 0, batch_index: int = 0, n_conv: int = 1,
                  scheduled: bool | None = None, build_csr: bool = True,
                  dense_output: bool = True) -> MethodResult:
+    """Apply a method to one layer's gradient tensor (see _apply); fused=true marks the result
+    (with_fusion): where the pass runs changes time only, never the values."""
+    return with_fusion(spec, _apply(spec, layer, g, key=key, batch=batch, conv_index=conv_index,
+                                    batch_index=batch_index, n_conv=n_conv, scheduled=scheduled,
+                                    build_csr=build_csr, dense_output=dense_output))
+
+
+def _apply(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: int,
+           conv_index: int = 0, batch_index: int = 0, n_conv: int = 1,
+           scheduled: bool | None = None, build_csr: bool = True,
+           dense_output: bool = True) -> MethodResult:
     """Apply a method to one layer's gradient tensor g (NCHW dO, or N x F for FC layers).
 
     key: the random stream of this (layer, iteration), from stream_key(seed, layer.index, iteration).

@@ -89,6 +89,19 @@ class MethodResult:
     pick: PerChannelPick | None = None
     phases: tuple[str, ...] = ("agbp", "wgc")  # which GEMMs see the structure
     extra: dict[str, Any] = field(default_factory=dict)
+    # fused=true: the work runs in the epilogue of the kernel that produces dO, not as its own
+    # passes (engines that model it: GPU, sim/engines/gpu/stream.fused_epilogue)
+    fused: bool = False
+    # the part of `work` that needs a reduction over the whole tensor before it can start (DBTD's
+    # threshold pass after the mean |g|, resmag's rescale after the L1 sums): no tile of the
+    # producer's epilogue has that reduction yet, so it stays a separate pass when fused
+    after_reduction: WorkAccount = field(default_factory=WorkAccount)
+
+    @property
+    def epilogue_work(self) -> WorkAccount:
+        """The part of `work` a fused producer's epilogue can do: work minus after_reduction."""
+        a = self.after_reduction.as_dict()
+        return WorkAccount(**{k: v - a[k] for k, v in self.work.as_dict().items()})
 
     def summary(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params, "structure": self.structure,
@@ -102,7 +115,8 @@ def scale_work(result: MethodResult, factor: float) -> MethodResult:
     from dataclasses import replace
     if factor == 1:
         return result
-    w = result.work
-    scaled = WorkAccount(**{k: (v if k == "passes" else int(round(v * factor)))
-                            for k, v in w.as_dict().items()})
-    return replace(result, work=scaled, extra={**result.extra, "work_scaled_by": factor})
+    def scaled(w: WorkAccount) -> WorkAccount:
+        return WorkAccount(**{k: (v if k == "passes" else int(round(v * factor)))
+                              for k, v in w.as_dict().items()})
+    return replace(result, work=scaled(result.work), after_reduction=scaled(result.after_reduction),
+                   extra={**result.extra, "work_scaled_by": factor})

@@ -189,9 +189,13 @@ def dbtd(g: np.ndarray, p: float, key: int, sigma: str = "paper", build_csr: boo
                        flops=2 * n + draws, passes=2)
     # The CSR is attached for engines that run sparse x dense; building it is their kernel (its
     # cost depends on the layout they need), so it is not in this work account.
+    # the threshold-and-draw pass needs tau, i.e. mean |g| over the whole tensor: a fused producer
+    # epilogue can only add its tile's |g| sum (the first pass), this pass stays separate
+    after = WorkAccount(elems_read=n, elems_written=n, compares=n + draws, random_draws=draws,
+                        flops=draws, passes=1)
     csr = to_csr(pruned) if build_csr else None
     return MethodResult("dbtd", {"p": p, "sigma": sigma}, "csr", nnz / n, work, pruned=pruned,
-                        csr=csr, extra={"tau": float(tau), "mean_abs": float(mean_abs),
+                        csr=csr, after_reduction=after, extra={"tau": float(tau), "mean_abs": float(mean_abs),
                                         **({"tau_from": "nonzeros (Conv-ReLU dO)"}
                                            if relu_masked else {})})
 

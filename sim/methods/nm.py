@@ -281,6 +281,7 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
                        compares=kept_slots * m, random_draws=total if mode == "random" else 0,
                        passes=1)
     scale = None
+    after = WorkAccount()
     if mode == "resmag":
         if rescale == "sample-channel":
             scale = (l1_in / (l1_kept + 1e-4)).astype(np.float32)
@@ -290,6 +291,8 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
         # the L1 sums ride on the pruning pass; scaling is a second pass over the kept values
         work = work + WorkAccount(elems_read=kept_slots, elems_written=2 * kept_slots,
                                   flops=2 * total + kept_slots, passes=1)
+        # the multiply needs the finished L1 sums (a fused epilogue only adds its partial sums)
+        after = resmag_after_reduction(kept_slots)
     pruned = None
     if dense_output:
         pruned = out.reshape(N, C, H, W)
@@ -299,4 +302,11 @@ def sdgp(g: np.ndarray, nm: str | tuple[int, int], mode: str, key: int, layout: 
             pruned = pruned.reshape(np.shape(g))
     struct = NMStructure(n, m, vals, idxs, meta, bits, scale)
     return MethodResult(f"sdgp-{mode}", {"nm": f"{n}:{m}", "rescale": rescale},
-                        "nm", nnz / total, work, pruned=pruned, nm=struct, phases=("agbp",))
+                        "nm", nnz / total, work, pruned=pruned, nm=struct, phases=("agbp",),
+                        after_reduction=after)
+
+
+def resmag_after_reduction(kept: int) -> WorkAccount:
+    """resmag's rescale pass (read the kept values, scale, write them), which waits for the
+    per-channel L1 sums over the whole tensor: the part of its work no fused epilogue can do."""
+    return WorkAccount(elems_read=kept, elems_written=2 * kept, flops=kept, passes=1)

@@ -23,7 +23,7 @@ def nominal_nm_result(spec, layer, batch: int):
     reports; a test keeps the two equal)."""
     from sim.methods import dense_result, sdgp_prunes
     from sim.methods.base import MethodResult, WorkAccount
-    from sim.methods.nm import bits_per_index, parse_nm
+    from sim.methods.nm import bits_per_index, parse_nm, resmag_after_reduction
     p = dict(spec.params)
     if not sdgp_prunes(layer):
         return dense_result(np.ones(1, np.float32), spec.id, p,
@@ -40,12 +40,15 @@ def nominal_nm_result(spec, layer, batch: int):
     mode = method_info(spec).nm_selection
     work = WorkAccount(elems_read=total, elems_written=kept, bytes_metadata=meta,
                        compares=kept * m, random_draws=total if mode == "random" else 0, passes=1)
+    after = WorkAccount()
     if mode == "resmag":
         work = work + WorkAccount(elems_read=kept, elems_written=2 * kept, flops=2 * total + kept,
                                   passes=1)
-    return MethodResult(spec.id, {"nm": f"{n}:{m}", **({"rescale": p["rescale"]} if "rescale" in p
-                                                       else {})},
-                        "nm", n / m, work, phases=("agbp",), extra={"nominal": True})
+        after = resmag_after_reduction(kept)
+    from sim.methods import with_fusion
+    return with_fusion(spec, MethodResult(
+        spec.id, {"nm": f"{n}:{m}", **({"rescale": p["rescale"]} if "rescale" in p else {})},
+        "nm", n / m, work, phases=("agbp",), extra={"nominal": True}, after_reduction=after))
 
 
 def method_result_for(spec, layer, batch: int, seed: int = 0, *, samples: int | None = None,

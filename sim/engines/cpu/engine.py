@@ -61,6 +61,9 @@ class CpuEngine:
                     "models conv kernels only (its per-sample im2col/Caffe path has no deconv)")
         if mr is None or job.phase not in getattr(mr, "phases", ()):
             return None
+        if getattr(mr, "fused", False):   # refused, not "not run": the option would change nothing
+            raise ConfigError(None, "--method", f"{mr.method}: fused=true is modeled on GPUs only "
+                              f"({self.hw.name} is a CPU): leave it out")
         if layer.op == "conv" and layer.groups > 1 and mr.structure == "csr" \
                 and job.phase in ("agbp", "wgc"):
             return (f"layer {layer.name}: {mr.method} on {self.hw.name}: the CPU engine's sparse "

@@ -2,7 +2,8 @@
 
 Routes one PhaseJob: structures Wang's kernels run (per-channel, skipped, generated WGC) go to
 sim/engines/gpu/patch.py, everything else to the GEMM pipeline (sim/engines/gpu/gemm.py); the
-method's own passes are one streaming kernel, added only where the driver says (`charge_method`).
+method's own passes are one streaming kernel, added only where the driver says (`charge_method`);
+with fused=true, the producer-epilogue share plus what waits on a reduction (stream.method_passes).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sim.engines.base import KernelResult, PhaseJob
 from sim.engines.gpu import patch
 from sim.engines.gpu.gemm import gemm_phase, simulate_gemm
 from sim.engines.gpu.spec import DTYPE_BYTES, gpu_spec
-from sim.engines.gpu.stream import method_overhead, step_op_kernel
+from sim.engines.gpu.stream import method_passes, step_op_kernel
 from sim.errors import PrunesimError
 
 
@@ -53,9 +54,8 @@ class GpuEngine:
             return patch.simulate_wgc(self.hw, g, mr, layer=job.layer, batch=job.batch,
                                       dtype=dtype, seed=job.seed)
         out = gemm_phase(self.hw, g, mr, structure, dtype)
-        if job.charge_method and mr is not None \
-                and mr.work.passes + mr.work.elems_read + mr.work.elems_written > 0:
-            out.append(method_overhead(self.hw, g, mr, dtype))
+        if job.charge_method and mr is not None:
+            out += method_passes(self.hw, g, mr, dtype)
         return out
 
     def stream(self, op, dispatch_s: float = 0.0, threads: int = 1) -> KernelResult:

@@ -58,6 +58,50 @@ def method_overhead(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
                          category="method-overhead", details={"work": w.as_dict()})
 
 
+def fused_epilogue(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
+    """The method's prune/compress inside the epilogue of the kernel that produces dO (fused=true).
+
+    What the fusion saves and what it still costs (docs/engines/tensorcore.md, "Fused pruning"):
+    - no launch and no DRAM latency of its own: it is part of a kernel that runs anyway;
+    - no read of dO: the producer holds dO's tile in registers when it stores it;
+    - extra bytes: what the method writes beyond the dense dO the producer stores anyway (SDGP:
+      the compressed values and the metadata, since WGC still reads the dense dO; DBTD's |g|
+      statistic: nothing but per-tile partial sums, negligible);
+    - the compare/select/draw ops at the CUDA-core rate, overlapped with the producer's store:
+      they cost only where they outlast the dense store plus the extra bytes.
+    The part of the work that needs a reduction over the whole tensor first (mr.after_reduction)
+    cannot run in any tile's epilogue and stays a separate streaming pass (method_overhead).
+    """
+    s = gpu_spec(hw)
+    eb = DTYPE_BYTES.get(dtype, 2)
+    w = mr.epilogue_work
+    dense_store = w.elems_read * eb            # the dO elements the producer writes anyway
+    extra = w.elems_written * eb + w.bytes_metadata
+    alu = (w.compares + w.flops + w.random_draws) / (s.sm * s.cuda_rate * s.cuda_ratio)
+    store = (dense_store + extra) / s.stream_bpc
+    cycles = max(store, alu) - dense_store / s.stream_bpc
+    return KernelResult(ENGINE, s.name, gemm.layer, gemm.phase, f"{mr.method}-fused-epilogue",
+                        cycles, s.clock, 0, {"method_overhead": cycles / s.clock},
+                        {"dram": int(extra), "l2": int(extra)},
+                        {"work": w.as_dict(), "bound": "alu" if alu > store else "memory",
+                         "launches": 0, "fused": True}, category="method-overhead")
+
+
+def method_passes(hw: HwConfig, gemm, mr, dtype: str) -> list[KernelResult]:
+    """The method's own work where the driver charges it: one streaming kernel of its passes, or
+    (fused) the producer-epilogue share plus a separate pass for what waits on a reduction."""
+    w = mr.work
+    if w.passes + w.elems_read + w.elems_written == 0:
+        return []
+    if not mr.fused:
+        return [method_overhead(hw, gemm, mr, dtype)]
+    out = [fused_epilogue(hw, gemm, mr, dtype)]
+    if mr.after_reduction.passes:
+        from dataclasses import replace as _replace
+        out.append(method_overhead(hw, gemm, _replace(mr, work=mr.after_reduction), dtype))
+    return out
+
+
 def step_op_kernel(hw: HwConfig, op, dispatch_s: float = 0.0) -> KernelResult:
     """A non-GEMM kernel of the training step (sim.stepops.StreamOp) as a streaming kernel.
 
