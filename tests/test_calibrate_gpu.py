@@ -49,11 +49,11 @@ def test_fit_recovers_the_generating_parameters(tmp_path, capsys):
     truth = load_hwconfig(doc["base"])
     from sim.hwconfig import with_overrides
     truth = with_overrides(truth, doc["truth"])
-    for f in ("clock", "hbm_bandwidth"):
+    for f in ("sustained_clock", "hbm_bandwidth"):
         assert res["fitted"][f] == pytest.approx(truth.value(f), rel=2e-3), f
     hw = load_hwconfig(out)
-    assert hw.value("clock") == pytest.approx(truth.value("clock"), rel=2e-3)
-    for f in ("clock", "hbm_bandwidth"):
+    assert hw.value("sustained_clock") == pytest.approx(truth.value("sustained_clock"), rel=2e-3)
+    for f in ("sustained_clock", "hbm_bandwidth"):
         assert "calibrated on synthetic" in hw.params[f].source
         assert "by prunesim calibrate --gpu" in hw.params[f].source
     assert "by prunesim calibrate --gpu" not in hw.params["sm_count"].source  # from the base
