@@ -95,6 +95,7 @@ def _shapes(wl: Workload) -> dict[str, tuple[int, int, int]]:
     """(C, H, W) of every tensor, inferred as sim/workload.py does (layers carry their own)."""
     shapes: dict[str, tuple[int, int, int]] = {"x": tuple(wl.input_shape)}  # type: ignore
     layers = {l.name: l for l in wl.layers}
+    inferred = dict(wl.shapes)
     for op in wl.ops:
         ins = op["in"] if isinstance(op["in"], list) else [op["in"]]
         l = layers.get(op["name"])
@@ -103,8 +104,8 @@ def _shapes(wl: Workload) -> dict[str, tuple[int, int, int]]:
                               else (l.c_in, 1, 1))
             shapes[op["out"]] = (l.c_out, l.p, l.q)
             continue
-        if op.get("op") in _TOKEN_OPS:
-            shapes[op["out"]] = wl.shape_of(op["out"])   # inferred by sim/workload.py
+        if op.get("op") in _TOKEN_OPS and op["out"] in inferred:
+            shapes[op["out"]] = inferred[op["out"]]   # as sim/workload.py inferred it
             continue
         if ins[0] not in shapes:
             raise WorkloadError(wl.origin, f"{op['name']}.in", f"tensor {ins[0]!r} has no shape")
