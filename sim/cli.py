@@ -451,6 +451,17 @@ def cmd_workload_list(args) -> int:
     return 0
 
 
+def _phase_flops(w, batch: int) -> dict[str, int]:
+    """FLOPs per GEMM phase of one iteration (AGBP only where a layer needs it)."""
+    from sim.workload import lower
+    tot = {ph: 0 for ph in ("fwd", "agbp", "wgc")}
+    for l in w.layers:
+        for ph, g in lower(l, batch).items():
+            if ph != "agbp" or l.needs_agbp:
+                tot[ph] += g.flops
+    return tot
+
+
 def cmd_workload_show(args) -> int:
     import json
 
@@ -460,6 +471,9 @@ def cmd_workload_show(args) -> int:
     b = args.batch
     if args.json:
         out = {"name": w.name, "batch": b, "params": w.params(), "macs": w.macs(b), "layers": []}
+        if w.parameters:
+            out["workload_params"] = dict(w.parameters)
+            out["flops"] = _phase_flops(w, b)
         for l in w.layers:
             g = lower(l, b)
             out["layers"].append({
@@ -473,7 +487,8 @@ def cmd_workload_show(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     print(f"{w.name}: {w.description}  (from {w.origin})")
-    print(f"input {'x'.join(map(str, w.input_shape))}, batch {b}")
+    print(f"input {'x'.join(map(str, w.input_shape))}, batch {b}"
+          + "".join(f", {k} {v}" for k, v in w.parameters))
     rows = []
     tot = {ph: 0 for ph in ("fwd", "agbp", "wgc")}
     for l in w.layers:
@@ -481,8 +496,10 @@ def cmd_workload_show(args) -> int:
         for ph in tot:
             if ph != "agbp" or l.needs_agbp:
                 tot[ph] += g[ph].flops
-        geo = (f"{l.c_in}x{l.h}x{l.w} -> {l.c_out}x{l.p}x{l.q}" if l.op == "conv"
-               else f"{l.c_in} -> {l.c_out}")
+        geo = (f"{l.c_in}x{l.h}x{l.w} -> {l.c_out}x{l.p}x{l.q}" if l.op in ("conv", "matmul")
+               else f"{l.c_in} -> {l.c_out}" + (f" x{l.h * l.w} tokens" if l.op == "linear" else ""))
+        if l.op == "matmul":
+            geo += f" {l.kind} h{l.groups}"
         ker = f"{l.r}x{l.s}/{l.stride}p{l.pad_h}" + ("" if l.pad_h == l.pad_w else f"x{l.pad_w}") \
             + (f" g{l.groups}" if l.groups > 1 else "") + (" transposed" if l.transposed else "") \
             if l.op == "conv" else ""
@@ -496,6 +513,9 @@ def cmd_workload_show(args) -> int:
           f"({w.macs(b) / 1e9:.3f} G) at batch {b}")
     print("AGBP of a layer reading the input image is never needed; strided AGBP is a scatter GEMM "
           "(into im2col space) plus col2im")
+    if any(l.op in ("linear", "matmul") for l in w.layers):
+        print("linear: M = batch*tokens; matmul: one GEMM per (sample, head), its AGBP the first "
+              "operand's gradient (dQ, dP), its WGC the second's (dK, dV^T)")
     print("GFLOP per iteration: " + ", ".join(f"{ph.upper()} {v / 1e9:.3f}" for ph, v in tot.items())
           + f", total {sum(tot.values()) / 1e9:.3f}")
     return 0

@@ -95,12 +95,17 @@ def _shapes(wl: Workload) -> dict[str, tuple[int, int, int]]:
     """(C, H, W) of every tensor, inferred as sim/workload.py does (layers carry their own)."""
     shapes: dict[str, tuple[int, int, int]] = {"x": tuple(wl.input_shape)}  # type: ignore
     layers = {l.name: l for l in wl.layers}
+    inferred = dict(wl.shapes)
     for op in wl.ops:
         ins = op["in"] if isinstance(op["in"], list) else [op["in"]]
         l = layers.get(op["name"])
         if l is not None:
-            shapes.setdefault(ins[0], (l.c_in, l.h, l.w) if l.op == "conv" else (l.c_in, 1, 1))
+            shapes.setdefault(ins[0], (l.c_in, l.h, l.w) if l.op in ("conv", "linear", "matmul")
+                              else (l.c_in, 1, 1))
             shapes[op["out"]] = (l.c_out, l.p, l.q)
+            continue
+        if op.get("op") in _TOKEN_OPS and op["out"] in inferred:
+            shapes[op["out"]] = inferred[op["out"]]   # as sim/workload.py inferred it
             continue
         if ins[0] not in shapes:
             raise WorkloadError(wl.origin, f"{op['name']}.in", f"tensor {ins[0]!r} has no shape")
@@ -125,7 +130,11 @@ def _consumers(wl: Workload) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for op in wl.ops:
         for t in (op["in"] if isinstance(op["in"], list) else [op["in"]]):
-            out.setdefault(t, []).append(op["name"])
+            # the slices of one tensor are one consumer: their backward is a single concatenation
+            # (unbind / split backward), not a gradient sum per slice
+            if op.get("op") == "slice" and any(c.endswith("#slices") for c in out.get(t, [])):
+                continue
+            out.setdefault(t, []).append(op["name"] + ("#slices" if op.get("op") == "slice" else ""))
     return out
 
 
@@ -170,6 +179,12 @@ def step_ops(workload: Workload, batch: int, *, profile, dtype_bytes: int = 2,
         name = op["name"]
         if kind == "conv" or kind == "fc":
             _layer_ops(e, layers[name], batch, profile, pairs.get(name), shapes, bwd)
+        elif kind == "linear":
+            _linear_ops(e, layers[name], batch, profile, bwd)
+        elif kind == "matmul":
+            _matmul_ops(e, layers[name], batch, shapes, bwd)
+        elif kind in _TOKEN_OPS:
+            _token_ops(e, op, batch, shapes, bwd)
         elif kind == "pool":
             _pool_ops(e, op, batch, profile, shapes, bwd)
         elif kind == "add":
@@ -177,7 +192,7 @@ def step_ops(workload: Workload, batch: int, *, profile, dtype_bytes: int = 2,
         else:
             raise WorkloadError(workload.origin, f"layers[{i}] ({name}).op",
                                 f"unknown op {kind!r}: no non-GEMM lowering for it (known: conv, "
-                                "fc, pool, add)")
+                                "fc, pool, add, linear, matmul, " + ", ".join(_TOKEN_OPS) + ")")
         # the gradient of this op's output is complete once all its consumers have sent theirs:
         # autograd sums k contributions with k - 1 out-of-place adds (read 2, write 1) before the
         # op's own backward (torch/csrc/autograd/input_buffer.cpp; Caffe's SplitLayer does the same)
@@ -358,18 +373,167 @@ def _add_ops(e: _Emit, op: dict, batch: int, profile, shapes, bwd: list, absorbe
     # sum at the fork is the grad-sum of the tensor both branches read
 
 
+# ----------------------------------------------------------------------------------------------
+# Transformer ops (docs/transformers.md). Counts follow PyTorch eager's CUDA kernels, each reading
+# and writing whole tensors once per pass as above; FLOP counts of the transcendental ops are
+# estimates (an exp or tanh counted as a few FLOPs).
+
+_TOKEN_OPS = ("layernorm", "gelu", "softmax", "dropout", "embedding", "tokens", "select", "slice")
+
+
+def _linear_ops(e: _Emit, l, batch: int, profile, bwd: list) -> None:
+    """A linear's bias (the GEMMs are the engines'): F.linear on a 3-D input runs addmm, whose
+    bias the cuBLASLt epilogue adds when the profile fuses fc-bias; its gradient reduces dO over
+    batch and tokens."""
+    n = batch * l.c_out * l.p * l.q
+    if l.bias:
+        if not profile.fused("fc-bias"):
+            e.k(e.fwd, l.name, "bias", "fwd-ops", "bias-add", r=n * e.db + l.c_out * PARAM_BYTES,
+                w=n * e.db, flops=n, elems=n, note="bias add outside the GEMM")
+        e.k(bwd, l.name, "bias", "bwd-ops", "bias-grad", r=n * e.db, w=l.c_out * PARAM_BYTES,
+            flops=n, elems=n, note="reduce dO over batch and tokens to the bias gradient")
+    if profile.zero_grad == "memset-add":
+        p = (l.weight_count + (l.c_out if l.bias else 0)) * PARAM_BYTES
+        e.k(bwd, l.name, "grad-accumulate", "bwd-ops", "accumulate-grad", r=2 * p, w=p,
+            flops=p // PARAM_BYTES, elems=p // PARAM_BYTES, launches=1 + int(l.bias),
+            note="AccumulateGrad adds into the zeroed .grad"
+            + (" (the tied embedding table's)" if l.tied else ""))
+
+
+def _matmul_ops(e: _Emit, l, batch: int, shapes, bwd: list) -> None:
+    """Head-layout copies around attention's batched GEMMs. Q, K and V are permuted views
+    (B, T, H, d_h) -> (B, H, T, d_h) of the projection's output; torch.matmul reshapes them to
+    (B*H, T, d_h) for bmm, which is a copy because B and H cannot merge in the permuted strides,
+    and the context is made contiguous again as (B, T, H*d_h) (Hugging Face's .contiguous(),
+    timm's reshape). The backward copies each gradient back the other way. Q K^T copies Q and K;
+    A V copies V and the output. (scaled_dot_product_attention's fused kernels avoid these.)"""
+    a_or_out = shapes[l.in_tensor] if l.kind == "qk" else shapes[l.out_tensor]
+    n = batch * (a_or_out[0] * a_or_out[1] * a_or_out[2] + _numel(shapes[l.in2_tensor], 1))
+    what = "Q and K" if l.kind == "qk" else "V and the merged context"
+    e.k(e.fwd, l.name, "head-copy", "fwd-ops", "head-layout-copy", r=n * e.db, w=n * e.db,
+        flops=0, elems=n, launches=2, note=f"copy {what} between token and head layouts")
+    e.k(bwd, l.name, "head-copy", "bwd-ops", "head-layout-copy", r=n * e.db, w=n * e.db,
+        flops=0, elems=n, launches=2, note=f"copy the gradients of {what} back")
+
+
+def _token_ops(e: _Emit, op: dict, batch: int, shapes, bwd: list) -> None:
+    """Layer norm, GELU, softmax, dropout, embeddings, ViT's token assembly, token select and the
+    slices of a fused QKV projection."""
+    kind, name, db, pb = op["op"], op["name"], e.db, PARAM_BYTES
+    c, h, w = shapes[op["in"]]
+    n = batch * c * h * w
+    x = n * db
+    if kind == "layernorm":
+        rows = batch * h * w
+        # vectorized_layer_norm_kernel: one pass (a row fits a block): read x, gamma, beta; write
+        # y and the FP32 mean and rstd per row that the backward reads
+        e.k(e.fwd, name, "layernorm", "fwd-ops", "layernorm-fwd", r=x + 2 * c * pb,
+            w=x + 2 * rows * pb, flops=8 * n, elems=n, note="mean, variance, normalize, affine")
+        # layer_norm_backward: one kernel for dx (reads dy, x, mean, rstd, gamma), one for
+        # dgamma/dbeta (reads dy, x, mean, rstd again; column reductions)
+        e.k(bwd, name, "layernorm", "bwd-ops", "layernorm-bwd", r=4 * x + 4 * rows * pb + c * pb,
+            w=x + 2 * c * pb, flops=14 * n, elems=n, launches=2, rfp=2 * x + 2 * rows * pb,
+            note="dx; then dgamma, dbeta (reads dy and x twice)")
+    elif kind == "gelu":
+        e.k(e.fwd, name, "gelu", "fwd-ops", "gelu-fwd", r=x, w=x, flops=8 * n, elems=n,
+            note="read x, write gelu(x)")
+        # GeluBackward recomputes from the saved input: read x and dy, write dx
+        e.k(bwd, name, "gelu", "bwd-ops", "gelu-bwd", r=2 * x, w=x, flops=12 * n, elems=n,
+            note="read x and dy, write dx")
+    elif kind == "softmax":
+        if op.get("causal"):
+            # Hugging Face GPT-2: torch.where(causal_mask, scores, min): reads the scores and the
+            # bool T x T mask (shared by the batch and heads: cached), writes the scores
+            e.k(e.fwd, name, "mask", "fwd-ops", "causal-mask", r=x + h * w, w=x, flops=n,
+                elems=n, rfp=x + h * w, note="causal mask (torch.where)")
+            e.k(bwd, name, "mask", "bwd-ops", "causal-mask-bwd", r=x + h * w, w=x, flops=n,
+                elems=n, note="zero the masked gradients (where backward)")
+        e.k(e.fwd, name, "softmax", "fwd-ops", "softmax-fwd", r=x, w=x, flops=5 * n, elems=n,
+            note="softmax over the keys: read the scores, write the probabilities")
+        # _softmax_backward_data: dS = P * (dP - sum(dP * P)): read P and dP, write dS
+        e.k(bwd, name, "softmax", "bwd-ops", "softmax-bwd", r=2 * x, w=x, flops=3 * n, elems=n,
+            note="read P and dP, write dS")
+    elif kind == "dropout":
+        if op.get("p", 0.1) == 0:
+            return
+        # fused_dropout: read x, write y and a bool mask (1 byte per element)
+        e.k(e.fwd, name, "dropout", "fwd-ops", "dropout-fwd", r=x, w=x + n, flops=2 * n, elems=n,
+            note="random mask, scale: writes y and a 1-byte mask")
+        e.k(bwd, name, "dropout", "bwd-ops", "dropout-bwd", r=x + n, w=x, flops=n, elems=n,
+            note="masked scale: read dy and the mask, write dx")
+    elif kind == "embedding":
+        _embedding_ops(e, op, batch, h, bwd)
+    elif kind == "tokens":
+        co, t, _ = shapes[op["out"]]
+        no = batch * co * t * db
+        if op.get("cls"):
+            # torch.cat((cls_token.expand(B, -1, -1), x.flatten(2).transpose(1, 2)), dim=1)
+            e.k(e.fwd, name, "tokens", "fwd-ops", "cls-cat", r=x + c * pb, w=no, flops=0,
+                elems=n, note="prepend the class token (copy into the token layout)")
+        if op.get("positions"):
+            e.k(e.fwd, name, "tokens", "fwd-ops", "pos-embed-add", r=no + co * t * pb, w=no,
+                flops=n, elems=n, note="add the position embeddings")
+            e.k(bwd, name, "tokens", "bwd-ops", "pos-embed-grad", r=no, w=co * t * pb, flops=n,
+                elems=n, note="reduce dy over the batch to the position embeddings' gradient")
+        # dx: the patch tokens' slice of dy, made contiguous in the conv's N x C x H x W layout
+        # (cudnn needs it); the class token's gradient is a reduction of dy[:, 0] over the batch
+        e.k(bwd, name, "tokens", "bwd-ops", "tokens-bwd", r=x + batch * c * db, w=x + c * pb,
+            flops=batch * c, elems=n, launches=1 + int(bool(op.get("cls"))),
+            note="dy to the patch map's layout; class token gradient")
+    elif kind == "select":
+        # forward: x[:, i] is a view. select_backward zero-fills the full gradient, then copies
+        # the selected token's rows
+        e.k(bwd, name, "select", "bwd-ops", "select-bwd", r=batch * c * db,
+            w=x + batch * c * db, flops=0, elems=n, launches=2,
+            note="zero-fill dx, copy the selected token's gradient")
+    elif kind == "slice" and op["part"] == 0:
+        # the parts are views; their gradients are concatenated into one tensor by one kernel
+        # (unbind / split backward), counted once, at the first part
+        e.k(bwd, name, "slice", "bwd-ops", "slice-cat-bwd", r=x, w=x, flops=0, elems=n,
+            note="concatenate the parts' gradients (the fused projection's dO)")
+
+
+def _embedding_ops(e: _Emit, op: dict, batch: int, t: int, bwd: list) -> None:
+    """Token (+ position, + token-type) embedding lookups, their sum, and the tables' gradients."""
+    name, db, pb, d = op["name"], e.db, PARAM_BYTES, op["dim"]
+    rows = batch * t
+    y = rows * d * db
+    tables = [("token", op["vocab"])] + [(k, op[k]) for k in ("positions", "types") if op.get(k)]
+    for what, v in tables:
+        # embedding forward: index_select of one FP32 row per token (read the ids and the rows,
+        # write the activations)
+        e.k(e.fwd, name, "embedding", "fwd-ops", f"embedding-{what}", r=rows * LABEL_BYTES
+            + rows * d * pb, w=y, flops=0, elems=rows * d, rfp=rows * LABEL_BYTES
+            + min(rows, v) * d * pb, note=f"gather the {what} embedding rows")
+        # embedding_dense_backward: sort the ids (read, write), zero-fill the whole FP32 table
+        # gradient, then sum dy's rows into it (read dy, read-modify-write the touched rows)
+        touched = min(rows, v) * d * pb
+        e.k(bwd, name, "embedding", "bwd-ops", f"embedding-{what}-bwd",
+            r=2 * rows * LABEL_BYTES + y + touched, w=2 * rows * LABEL_BYTES + v * d * pb + touched,
+            flops=rows * d, elems=rows * d, launches=4,
+            note=f"sort ids, zero-fill the {v} x {d} table gradient, segment-sum dy")
+    if len(tables) > 1:
+        k = len(tables) - 1
+        e.k(e.fwd, name, "embedding", "fwd-ops", "embedding-sum", r=2 * y * k, w=y * k,
+            flops=k * rows * d, elems=rows * d, launches=k, rfp=2 * y, wfp=y,
+            note=f"add the {k + 1} embeddings")
+
+
 def _loss_ops(e: _Emit, wl: Workload, batch: int, profile, shapes) -> tuple[list, list]:
     """Softmax cross-entropy over the last op's output."""
     out = wl.ops[-1]["out"]
     k = shapes[out][0] * shapes[out][1] * shapes[out][2]
     nk, db = batch * k, e.db
+    # one label per position: per sample for a classifier (1 x 1 output), per token for a language
+    # model's C x T x 1 logits (then the softmax runs over each token's C classes)
+    labels = batch * shapes[out][1] * shapes[out][2]
     fwd: list[StreamOp] = []
     bwd: list[StreamOp] = []
     if profile.fused("softmax-xent"):
         # TF SparseSoftmaxCrossEntropyWithLogits: one kernel reads logits and labels, writes the
         # loss per sample and the logits' gradient (softmax - onehot) already in the forward
-        e.k(fwd, "loss", "loss", "fwd-ops", "softmax-xent-fwd", r=nk * db + batch * LABEL_BYTES,
-            w=nk * db + batch * PARAM_BYTES, flops=5 * nk, elems=nk,
+        e.k(fwd, "loss", "loss", "fwd-ops", "softmax-xent-fwd", r=nk * db + labels * LABEL_BYTES,
+            w=nk * db + labels * PARAM_BYTES, flops=5 * nk, elems=nk,
             note="fused softmax cross-entropy (writes the gradient too)")
         e.k(bwd, "loss", "loss", "bwd-ops", "xent-grad-scale", r=nk * db, w=nk * db, flops=nk,
             elems=nk, note="scale the stored gradient by the upstream loss gradient")
@@ -378,11 +542,11 @@ def _loss_ops(e: _Emit, wl: Workload, batch: int, profile, shapes) -> tuple[list
     # log-prob per sample: read labels and N values, write the mean)
     e.k(fwd, "loss", "loss", "fwd-ops", "log-softmax-fwd", r=nk * db, w=nk * db, flops=4 * nk,
         elems=nk, note="log_softmax over classes")
-    e.k(fwd, "loss", "loss", "fwd-ops", "nll-fwd", r=batch * (LABEL_BYTES + db), w=PARAM_BYTES,
-        flops=batch, elems=batch, note="nll_loss: gather the target log-prob")
+    e.k(fwd, "loss", "loss", "fwd-ops", "nll-fwd", r=labels * (LABEL_BYTES + db), w=PARAM_BYTES,
+        flops=labels, elems=labels, note="nll_loss: gather the target log-prob")
     # nll_loss_backward zero-fills the N x K gradient and scatters -1/N at the targets (2 launches);
     # log_softmax_backward reads it and the log-probs, writes dlogits
-    e.k(bwd, "loss", "loss", "bwd-ops", "nll-bwd", r=batch * LABEL_BYTES, w=nk * db, flops=batch,
+    e.k(bwd, "loss", "loss", "bwd-ops", "nll-bwd", r=labels * LABEL_BYTES, w=nk * db, flops=labels,
         elems=nk, launches=2, note="zero-fill, scatter at the targets")
     e.k(bwd, "loss", "loss", "bwd-ops", "log-softmax-bwd", r=2 * nk * db, w=nk * db, flops=3 * nk,
         elems=nk, note="dlogits = g - exp(logp) * sum(g)")
@@ -435,11 +599,14 @@ def param_tensors(wl: Workload) -> list[int]:
     """Element counts of every learnable tensor: weight, bias, BN gamma and beta per layer."""
     out: list[int] = []
     for l in wl.layers:
-        out.append(l.weight_count)
+        if l.weight_count and not l.tied:   # a tied weight is its embedding's table (below)
+            out.append(l.weight_count)
         if l.bias:
             out.append(l.c_out)
         if l.bn:
             out += [l.c_out, l.c_out]
+    # layer norms' scales and shifts, embedding tables, class tokens and position embeddings
+    out += [n for _, n in wl.extra_params]
     return out
 
 

@@ -12,6 +12,20 @@ shapes are inferred, never repeated, so a file states each fact once. Ops:
 - ``pool``: in, out, kind (max|avg), and either global: true or kernel, [stride=kernel, pad=0]
 - ``add``:  in: [a, b], out, [relu=false]              (residual sum)
 
+Transformer ops (docs/transformers.md). A token tensor is (C, T, 1): C features of T tokens; any
+(C, H, W) map is H*W tokens to a ``linear``.
+
+- ``linear``: in, out, c_out, [bias=true, tied]   (over the features of every token: M = batch*T)
+- ``matmul``: in: [a, b], out, kind (qk|av), heads  (attention's batched GEMMs, no weights)
+- ``layernorm``, ``gelu``: in, out;  ``dropout``: in, out, [p=0.1];  ``softmax``: in, out,
+  [causal=false] (over the last axis: the keys)
+- ``embedding``: in (token ids), out, vocab, dim, [positions, types]  (token + position tables)
+- ``tokens``: in, out, [cls=false, positions=false]  (a C x H x W map as H*W tokens, ViT style)
+- ``select``: in, out, [index=0]  (one token, e.g. [CLS]);  ``slice``: in, out, parts, part
+
+Integer fields may name a workload parameter declared under ``params: {seq: 128}`` (sequence
+length); ``load_workload("bert-base:seq=512")`` overrides it.
+
 The input tensor is named ``x``. A tensor that is not produced by an earlier op may be declared in
 ``tensors: {name: [C, H, W]}`` (capture uses this for models whose wiring it cannot see).
 The batch size is never part of a workload: it is a parameter of lowering and of traces.
@@ -37,14 +51,35 @@ _OP_KEYS = {
     "fc": ({"name", "op", "in", "out", "c_out"}, {"bias", "relu"}),
     "pool": ({"name", "op", "in", "out", "kind"}, {"kernel", "stride", "pad", "global"}),
     "add": ({"name", "op", "in", "out"}, {"relu"}),
+    "linear": ({"name", "op", "in", "out", "c_out"}, {"bias", "tied"}),
+    "matmul": ({"name", "op", "in", "out", "kind", "heads"}, set()),
+    "layernorm": ({"name", "op", "in", "out"}, set()),
+    "gelu": ({"name", "op", "in", "out"}, set()),
+    "softmax": ({"name", "op", "in", "out"}, {"causal"}),
+    "dropout": ({"name", "op", "in", "out"}, {"p"}),
+    "embedding": ({"name", "op", "in", "out", "vocab", "dim"}, {"positions", "types"}),
+    "tokens": ({"name", "op", "in", "out"}, {"cls", "positions"}),
+    "select": ({"name", "op", "in", "out"}, {"index"}),
+    "slice": ({"name", "op", "in", "out", "parts", "part"}, set()),
 }
+# ops that become Layers (GEMMs the engines time); every other op is non-GEMM work (sim/stepops.py)
+GEMM_OPS = ("conv", "fc", "linear", "matmul")
+# integer op fields that may name a workload parameter (params: {seq: 128})
+_PARAM_FIELDS = {"c_out", "kernel", "stride", "pad", "groups", "heads", "vocab", "dim",
+                 "positions", "types", "index", "parts", "part"}
 _TOP_KEYS_REQUIRED = {"name", "input", "layers"}
-_TOP_KEYS_OPTIONAL = {"schema", "description", "source", "dataset", "classes", "tensors", "notes"}
+_TOP_KEYS_OPTIONAL = {"schema", "description", "source", "dataset", "classes", "tensors", "notes",
+                      "params"}
 
 
 @dataclass(frozen=True)
 class Layer:
-    """A conv or FC layer with its inferred geometry. FC is a 1x1 conv on a 1x1 map."""
+    """A conv or FC layer with its inferred geometry. FC is a 1x1 conv on a 1x1 map.
+
+    A ``linear`` is a 1x1 conv over its input's H x W tokens (a token tensor: H = T, W = 1), so its
+    GEMMs have M = batch*T. A ``matmul`` (attention) has no weights: `mm` = (M, N, K) of one head's
+    GEMM, `groups` = heads, c_in x h x w its first operand's and c_out x p x q its output's shape.
+    """
 
     index: int
     name: str
@@ -69,6 +104,10 @@ class Layer:
     out_space: str
     residual_node: str | None  # out_space when it is a residual sum node, else None
     transposed: bool = False   # a ConvTranspose2d: h, w its input; p, q its (larger) output
+    tied: str | None = None    # linear: the embedding op whose table is this weight (counted there)
+    mm: tuple = ()             # matmul: (M, N, K) of one head's forward GEMM
+    kind: str = ""             # matmul: "qk" (S = Q K^T) or "av" (O = A V)
+    in2_tensor: str | None = None   # matmul: its second operand (K or V)
 
     @property
     def pad_h(self) -> int:
@@ -81,6 +120,8 @@ class Layer:
     @property
     def block(self) -> str:
         """Block kind: conv-bn-relu, conv-bn, conv-relu or conv (fc-relu / fc for FC layers)."""
+        if self.op == "matmul":
+            return f"matmul-{self.kind}"
         parts = [self.op] + (["bn"] if self.bn else []) + (["relu"] if self.relu else [])
         return "-".join(parts)
 
@@ -96,17 +137,22 @@ class Layer:
 
     @property
     def weight_count(self) -> int:
+        if self.op == "matmul":
+            return 0     # activation x activation
         return self.c_out * (self.c_in // self.groups) * self.r * self.s
 
     @property
     def param_count(self) -> int:
         """Learnable parameters: weights, bias, and BN's scale and shift."""
-        return self.weight_count + (self.c_out if self.bias else 0) + (2 * self.c_out if self.bn else 0)
+        w = 0 if self.tied else self.weight_count   # a tied weight is its embedding table
+        return w + (self.c_out if self.bias else 0) + (2 * self.c_out if self.bn else 0)
 
     def macs(self, batch: int = 1) -> int:
         """Forward multiply-accumulates (a deconv does its kernel once per input pixel)."""
         if self.transposed:
             return batch * self.h * self.w * self.weight_count
+        if self.op == "matmul":
+            return batch * self.groups * self.mm[0] * self.mm[1] * self.mm[2]
         return batch * self.p * self.q * self.weight_count
 
     def tensor_shapes(self, batch: int) -> dict[str, tuple[int, ...]]:
@@ -118,6 +164,15 @@ class Layer:
             wt = (self.c_in, self.c_out // self.groups, self.r, self.s)
         if self.op == "fc":
             i, o, wt = (batch, self.c_in), (batch, self.c_out), (self.c_out, self.c_in)
+        if self.op == "linear":   # PyTorch's layout: tokens before features
+            t = self.h * self.w
+            i, o, wt = (batch, t, self.c_in), (batch, t, self.c_out), (self.c_out, self.c_in)
+        if self.op == "matmul":   # per head: A [M, K], B [K, N] (K^T or V), O [M, N]
+            m, n, k = self.mm
+            g = self.groups
+            return {"I": (batch, g, m, k), "dI": (batch, g, m, k), "I2": (batch, g, k, n),
+                    "dI2": (batch, g, k, n), "O": (batch, g, m, n), "dO": (batch, g, m, n),
+                    "W": (0,), "dW": (0,)}
         return {"I": i, "dI": i, "O": o, "dO": o, "W": wt, "dW": wt}
 
 
@@ -171,6 +226,8 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
         raise ValueError(f"batch must be >= 1, got {batch}")
     # every GEMM of every command passes here: the one place a batch can push a count past exact
     _check_macs(layer.__dict__, batch, None, "batch")
+    if layer.op == "matmul":
+        return _lower_matmul(layer, batch)
     g = layer.groups
     cin_g, cout_g = layer.c_in // g, layer.c_out // g
     n_i = batch * layer.c_in * layer.h * layer.w
@@ -202,6 +259,25 @@ def lower(layer: Layer, batch: int) -> dict[str, Gemm]:
     }
 
 
+def _lower_matmul(layer: Layer, batch: int) -> dict[str, Gemm]:
+    """Attention's batched GEMMs, one per (sample, head): groups = batch * heads.
+
+    Forward C[M,N] = A[M,K] B[K,N] (Q K^T: A = Q, B = K^T; A V: A = the attention P, B = V). The
+    backward has one GEMM per operand, in the same roles as a layer's: "agbp" is the gradient of
+    the first operand, dA = dO B^T (M, K, N), and "wgc" that of the second, dB^T = dO^T A
+    (N, K, M). So Q K^T's backward is dQ = dS K and dK = dS^T Q, A V's is dP = dO V^T and
+    dV^T = dO^T P; in all four dO is the A operand (tensors "dO", "I", "I2" -> "dI", "dI2").
+    """
+    m, n, k = layer.mm
+    g = batch * layer.groups
+    n_a, n_b, n_o = g * m * k, g * k * n, g * m * n
+    mk = lambda ph, mm, nn, kk, a, b, c, ae, be, ce: Gemm(layer.name, ph, mm, nn, kk, g, a, b, c,
+                                                          ae, be, ce)
+    return {"fwd": mk("fwd", m, n, k, "I", "I2", "O", n_a, n_b, n_o),
+            "agbp": mk("agbp", m, k, n, "dO", "I2", "dI", n_o, n_b, n_a),
+            "wgc": mk("wgc", n, k, m, "dO", "I", "dI2", n_o, n_a, n_b)}
+
+
 @dataclass(frozen=True)
 class Workload:
     """A validated network: its op list as written, and the conv/FC layers with inferred geometry."""
@@ -216,6 +292,13 @@ class Workload:
     origin: str  # file the workload came from (for error messages and provenance)
     notes: str = ""
     classes: int | None = None
+    # workload parameters with their values in effect (e.g. (("seq", 128),)); not params() below
+    parameters: tuple = ()
+    # (C, H, W) of every tensor, as inferred (the non-GEMM ops' shapes for sim/stepops.py)
+    shapes: tuple = ()
+    # learnable parameters of non-GEMM ops: (op name, element count of one tensor), in op order
+    extra_params: tuple = ()
+    input_doc: dict | None = None   # `input` as written when it is not {channels, height, width}
 
     @property
     def convs(self) -> tuple[Layer, ...]:
@@ -228,7 +311,11 @@ class Workload:
         raise KeyError(name)
 
     def params(self) -> int:
-        return sum(l.param_count for l in self.layers)
+        """Learnable parameters: the layers' and the non-GEMM ops' (layer norms, embeddings)."""
+        return sum(l.param_count for l in self.layers) + sum(n for _, n in self.extra_params)
+
+    def shape_of(self, tensor: str) -> tuple[int, int, int]:
+        return dict(self.shapes)[tensor]
 
     def macs(self, batch: int = 1) -> int:
         return sum(l.macs(batch) for l in self.layers)
@@ -250,8 +337,11 @@ class Workload:
             d["classes"] = self.classes
         if self.notes:
             d["notes"] = self.notes
+        if self.parameters:
+            d["params"] = dict(self.parameters)
         c, h, w = self.input_shape
-        d["input"] = {"channels": c, "height": h, "width": w}
+        d["input"] = (dict(self.input_doc) if self.input_doc is not None
+                      else {"channels": c, "height": h, "width": w})
         declared = _declared_tensors(self.ops, self.layers)
         if declared:
             d["tensors"] = declared
@@ -274,7 +364,7 @@ def _declared_tensors(ops, layers) -> dict[str, list[int]]:
         for t in ins:
             if t not in produced and t not in out and op["name"] in by_name:
                 l = by_name[op["name"]]
-                out[t] = [l.c_in, l.h, l.w] if l.op == "conv" else [l.c_in, 1, 1]
+                out[t] = [l.c_in, l.h, l.w] if l.op in ("conv", "linear") else [l.c_in, 1, 1]
     return out
 
 
@@ -296,6 +386,8 @@ def _check_macs(layer: dict, batch: int, file: str, field: str) -> None:
     """Refuse a layer whose GEMMs at this batch hold more MACs than float64 counts exactly."""
     pix = layer["h"] * layer["w"] if layer.get("transposed") else layer["p"] * layer["q"]
     per_sample = layer["c_out"] * pix * (layer["c_in"] // layer["groups"]) * layer["r"] * layer["s"]
+    if layer.get("mm"):
+        per_sample = layer["groups"] * layer["mm"][0] * layer["mm"][1] * layer["mm"][2]
     if per_sample * batch > BUDGETS["layer_macs"].limit:
         raise WorkloadError(file, field, f"layer {layer['name']}: {per_sample * batch:.3g} "
                             f"multiply-adds per GEMM at batch "
@@ -364,9 +456,15 @@ def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]
                             f"(this prunesim reads {SCHEMA_VERSION})")
     name = _str(doc["name"], file, "name")
     inp = doc["input"]
+    if isinstance(inp, dict) and set(inp) == {"tokens"}:
+        # token ids, one per position: a (1, T, 1) tensor that only an embedding reads
+        shapes: dict[str, tuple[int, int, int]] = {
+            "x": (1, _int(inp["tokens"], file, "input.tokens", rng="spatial"), 1)}
+        return name, shapes, _check_ops(doc, file)
     if not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
-        raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W}")
-    shapes: dict[str, tuple[int, int, int]] = {
+        raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W} or "
+                            "{tokens: T}")
+    shapes = {
         "x": (_int(inp["channels"], file, "input.channels", rng="channels"),
               _int(inp["height"], file, "input.height", rng="spatial"),
               _int(inp["width"], file, "input.width", rng="spatial"))}
@@ -379,7 +477,10 @@ def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]
             raise WorkloadError(file, f, f"expected [C, H, W], got {shp!r}")
         shapes[str(t)] = tuple(_int(v, file, f"{f}[{i}]", rng="channels" if i == 0 else "spatial")
                                for i, v in enumerate(shp))  # type: ignore
+    return name, shapes, _check_ops(doc, file)
 
+
+def _check_ops(doc: dict, file: str) -> list:
     ops = doc["layers"]
     if not isinstance(ops, list) or not ops:
         raise WorkloadError(file, "layers", "expected a non-empty list of ops")
@@ -387,7 +488,37 @@ def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]
     for k in ("description", "source", "dataset", "notes"):
         if k in doc and doc[k] is not None and not isinstance(doc[k], str):
             raise WorkloadError(file, k, f"expected text, got a {type(doc[k]).__name__}")
-    return name, shapes, ops
+    return ops
+
+
+def _resolve_params(doc: Any, file: str, overrides: dict | None) -> tuple[Any, dict]:
+    """The document with every integer field that names a workload parameter replaced by its
+    value (declared under `params`, overridden by `overrides`), and the values in effect."""
+    if not isinstance(doc, dict) or ("params" not in doc and not overrides):
+        return doc, {}
+    declared = doc.get("params") or {}
+    if not isinstance(declared, dict):
+        raise WorkloadError(file, "params", "expected a mapping of parameter name to integer")
+    values = {}
+    for k, v in declared.items():
+        values[str(k)] = _int(v, file, f"params.{k}", rng="spatial")
+    for k, v in (overrides or {}).items():
+        if k not in values:
+            raise WorkloadError(file, f"params.{k}", "unknown workload parameter (declared: "
+                                + (", ".join(sorted(values)) or "none") + ")")
+        values[k] = _int(v, file, f"params.{k}", rng="spatial")
+
+    def sub(d: Any, keys) -> Any:
+        if not isinstance(d, dict):
+            return d
+        return {k: (values[v] if k in keys and isinstance(v, str) and v in values else v)
+                for k, v in d.items()}
+    doc = dict(doc, params=values)
+    if isinstance(doc.get("input"), dict):
+        doc["input"] = sub(doc["input"], {"tokens", "channels", "height", "width"})
+    if isinstance(doc.get("layers"), list):
+        doc["layers"] = [sub(op, _PARAM_FIELDS) for op in doc["layers"]]
+    return doc, values
 
 
 def _op_header(op: Any, i: int, file: str, names: set[str], shapes: dict) -> tuple:
@@ -415,9 +546,10 @@ def _op_header(op: Any, i: int, file: str, names: set[str], shapes: dict) -> tup
     if out in shapes:
         raise WorkloadError(file, fld + ".out", f"tensor {out!r} is already defined; every op "
                             "writes a new tensor")
-    ins = op["in"] if kind == "add" else [op["in"]]
-    if kind == "add" and (not isinstance(op["in"], list) or len(op["in"]) != 2):
-        raise WorkloadError(file, fld + ".in", "add takes a list of two tensors")
+    two = kind in ("add", "matmul")
+    ins = op["in"] if two else [op["in"]]
+    if two and (not isinstance(op["in"], list) or len(op["in"]) != 2):
+        raise WorkloadError(file, fld + ".in", f"{kind} takes a list of two tensors")
     for t in ins:
         _str(t, file, fld + ".in")
         if t not in shapes:
@@ -502,9 +634,100 @@ def _pool_shape(op: dict, file: str, fld: str, chw: tuple[int, int, int]) -> tup
     return (c, p, q)
 
 
-def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
-    """Validate a parsed workload document and infer every layer's geometry."""
+def _linear_layer(op: dict, file: str, fld: str, chw: tuple[int, int, int], **ids) -> dict:
+    """A linear op: a 1x1 conv over the H x W tokens of its input (M = batch*H*W)."""
+    c, h, w = chw
+    c_out = _int(op["c_out"], file, fld + ".c_out", rng="channels")
+    bias = _bool(op.get("bias", True), file, fld + ".bias")
+    tied = _str(op["tied"], file, fld + ".tied") if "tied" in op else None
+    d = dict(index=ids["index"], name=ids["name"], op="linear", c_in=c, c_out=c_out, h=h, w=w,
+             p=h, q=w, r=1, s=1, stride=1, pad=0, groups=1, bias=bias, bn=False, relu=False,
+             in_tensor=ids["in_tensor"], out_tensor=ids["out_tensor"], tied=tied)
+    _check_macs(d, 1, file, fld + ".c_out")
+    return d
+
+
+def _matmul_layer(op: dict, file: str, fld: str, a: tuple, b: tuple, **ids) -> dict:
+    """Attention's Q K^T (a, b: token tensors (D, T, 1) -> scores (heads, T, T_b)) or A V
+    (a: scores (heads, T, T_b), b: values (D, T_b, 1) -> (D, T, 1)), per head: D = heads * d_h."""
+    heads = _int(op["heads"], file, fld + ".heads", rng="channels")
+    kind = op["kind"]
+    if kind == "qk":
+        if a[2] != 1 or b[2] != 1 or a[0] != b[0]:
+            raise WorkloadError(file, fld + ".in", f"qk needs two token tensors (D, T, 1) of one "
+                                f"width D, got {a} and {b}")
+        m, n, k, out = a[1], b[1], a[0] // heads, (heads, a[1], b[1])
+    elif kind == "av":
+        if a[0] != heads or b[2] != 1 or a[2] != b[1]:
+            raise WorkloadError(file, fld + ".in", f"av needs scores (heads={heads}, T, T_b) and "
+                                f"values (D, T_b, 1), got {a} and {b}")
+        m, n, k, out = a[1], b[0] // heads, a[2], (b[0], a[1], 1)
+    else:
+        raise WorkloadError(file, fld + ".kind", f"expected qk or av, got {kind!r}")
+    d_feat = a[0] if kind == "qk" else b[0]
+    if d_feat % heads:
+        raise WorkloadError(file, fld + ".heads", f"heads={heads} does not divide the width "
+                            f"{d_feat}")
+    d = dict(index=ids["index"], name=ids["name"], op="matmul", c_in=a[0], c_out=out[0], h=a[1],
+             w=a[2], p=out[1], q=out[2], r=1, s=1, stride=1, pad=0, groups=heads, bias=False,
+             bn=False, relu=False, in_tensor=ids["in_tensor"], out_tensor=ids["out_tensor"],
+             mm=(m, n, k), kind=kind, in2_tensor=ids["in2"])
+    _check_macs(d, 1, file, fld + ".heads")
+    return d
+
+
+def _token_op(kind: str, op: dict, file: str, fld: str, chw: tuple, opname: str,
+              ops_by_name: dict) -> tuple[tuple, list]:
+    """A transformer op without GEMMs: (its output shape, [(op name, learnable elements), ...])."""
+    c, h, w = chw
+    if kind in ("layernorm", "gelu", "softmax", "dropout"):
+        if kind == "dropout":
+            pr = op.get("p", 0.1)
+            if isinstance(pr, bool) or not isinstance(pr, (int, float)) or not 0 <= pr < 1:
+                raise WorkloadError(file, fld + ".p", f"expected a probability in [0, 1), got {pr!r}")
+        if kind == "softmax":
+            _bool(op.get("causal", False), file, fld + ".causal")
+            if op.get("causal") and h != w:
+                raise WorkloadError(file, fld + ".causal", f"a causal mask needs as many keys as "
+                                    f"queries, got {h} x {w}")
+        # layernorm: a scale and a shift per feature
+        return chw, ([(opname, c), (opname, c)] if kind == "layernorm" else [])
+    if kind == "embedding":
+        if c != 1 or w != 1:
+            raise WorkloadError(file, fld + ".in", f"embedding reads token ids (1, T, 1), got {chw}")
+        vocab = _int(op["vocab"], file, fld + ".vocab", rng="channels")
+        dim = _int(op["dim"], file, fld + ".dim", rng="channels")
+        pos = _int(op.get("positions", 0), file, fld + ".positions", minimum=0)
+        types = _int(op.get("types", 0), file, fld + ".types", minimum=0)
+        if pos and h > pos:
+            raise WorkloadError(file, fld + ".positions", f"{h} tokens but a position table of "
+                                f"{pos}: the sequence length exceeds the model's")
+        return (dim, h, 1), [(opname, n * dim) for n in (vocab, pos, types) if n]
+    if kind == "tokens":
+        cls = _bool(op.get("cls", False), file, fld + ".cls")
+        pos = _bool(op.get("positions", False), file, fld + ".positions")
+        t = h * w + int(cls)
+        return (c, t, 1), [(opname, n) for n, on in ((c, cls), (c * t, pos)) if on]
+    if kind == "select":
+        i = _int(op.get("index", 0), file, fld + ".index", minimum=0)
+        if w != 1 or i >= h:
+            raise WorkloadError(file, fld + ".index", f"token {i} of a {chw} tensor")
+        return (c, 1, 1), []
+    # slice: one of `parts` equal parts of the features (a fused QKV projection's q, k or v)
+    parts = _int(op["parts"], file, fld + ".parts", rng="channels")
+    part = _int(op["part"], file, fld + ".part", minimum=0)
+    if c % parts or part >= parts:
+        raise WorkloadError(file, fld + ".part", f"part {part} of {parts} equal parts of {c} "
+                            "features")
+    return (c // parts, h, w), []
+
+
+def workload_from_dict(doc: Any, origin: str = "<workload>",
+                       params: dict | None = None) -> Workload:
+    """Validate a parsed workload document and infer every layer's geometry; `params` overrides
+    the document's workload parameters (e.g. {"seq": 512})."""
     file = origin
+    doc, values = _resolve_params(doc, file, params)
     name, shapes, ops = _check_top(doc, file)
     spaces = _Spaces()
     for t in shapes:
@@ -513,14 +736,27 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
     raw_layers: list[dict] = []
     clean_ops: list[dict] = []
     residual_spaces: set[str] = set()
+    extra: list[tuple[str, int]] = []
     for i, op in enumerate(ops):
         kind, lname, fld, out, ins = _op_header(op, i, file, names, shapes)
         chw = shapes[ins[0]]
         ids = dict(index=len(raw_layers), name=lname, in_tensor=ins[0], out_tensor=out)
-        if kind in ("conv", "fc"):
-            raw_layers.append((_conv_layer if kind == "conv" else _fc_layer)(op, file, fld, chw, **ids))
+        if kind in ("conv", "fc", "linear", "matmul"):
+            if kind == "matmul":
+                raw_layers.append(_matmul_layer(op, file, fld, chw, shapes[ins[1]], in2=ins[1],
+                                                **ids))
+            else:
+                make = {"conv": _conv_layer, "fc": _fc_layer, "linear": _linear_layer}[kind]
+                raw_layers.append(make(op, file, fld, chw, **ids))
             shapes[out] = (raw_layers[-1]["c_out"], raw_layers[-1]["p"], raw_layers[-1]["q"])
             spaces.find(out)
+        elif kind not in ("pool", "add"):
+            shapes[out], ps = _token_op(kind, op, file, fld, chw, lname, {})
+            extra += ps
+            if kind in ("layernorm", "gelu", "dropout"):
+                spaces.union(ins[0], out)   # elementwise: the same features
+            else:
+                spaces.find(out)
         elif kind == "pool":
             shapes[out] = _pool_shape(op, file, fld, chw)
             spaces.union(ins[0], out)
@@ -536,7 +772,19 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
         clean_ops.append(dict(op))
 
     if not raw_layers:
-        raise WorkloadError(file, "layers", "no conv or fc layer")
+        raise WorkloadError(file, "layers", "no conv, fc or linear layer")
+    embeddings = {op["name"] for op in clean_ops if op.get("op") == "embedding"}
+    for d in raw_layers:
+        t = d.get("tied")
+        if t is None:
+            continue
+        if t not in embeddings:
+            raise WorkloadError(file, f"layers ({d['name']}).tied", f"{t!r} is not an "
+                                "embedding op of this workload")
+        e = next(op for op in clean_ops if op["name"] == t)
+        if (d["c_out"], d["c_in"]) != (e["vocab"], e["dim"]):
+            raise WorkloadError(file, f"layers ({d['name']}).tied", f"weight {d['c_out']}x"
+                                f"{d['c_in']} is not {t}'s {e['vocab']}x{e['dim']} table")
     residual_roots = {spaces.find(t) for t in residual_spaces}
     layers = []
     for d in raw_layers:
@@ -550,7 +798,10 @@ def workload_from_dict(doc: Any, origin: str = "<workload>") -> Workload:
                     input_shape=shapes["x"], ops=tuple(clean_ops), layers=tuple(layers),
                     origin=origin, notes=str(doc.get("notes", "")),
                     classes=(_int(doc["classes"], file, "classes", rng="channels")
-                             if "classes" in doc else None))
+                             if "classes" in doc else None),
+                    parameters=tuple(sorted(values.items())), shapes=tuple(shapes.items()),
+                    extra_params=tuple(extra),
+                    input_doc=(dict(doc["input"]) if set(doc["input"]) == {"tokens"} else None))
 
 
 def _zoo_dirs() -> list[Path]:
@@ -583,7 +834,37 @@ def find_workload_file(name_or_path: str | os.PathLike) -> Path:
                         f"(known: {', '.join(zoo_names())})")
 
 
+def split_workload_params(name_or_path: str | os.PathLike) -> tuple[str | os.PathLike, dict]:
+    """`bert-base:seq=512` -> ("bert-base", {"seq": 512}); anything else unchanged with {}."""
+    text = str(name_or_path)
+    if ":" not in text or Path(text).exists():
+        return name_or_path, {}
+    base, _, opts = text.rpartition(":") if "=" in text.rpartition(":")[2] else (text, "", "")
+    if not opts:
+        return name_or_path, {}
+    out: dict[str, int] = {}
+    for item in opts.split(","):
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise WorkloadError(None, "workload", f"{text!r}: expected NAME:key=value[,key=value]")
+        try:
+            out[k.strip()] = int(v)
+        except ValueError:
+            raise WorkloadError(None, f"workload.{k.strip()}", f"expected an integer, got "
+                                f"{v!r}") from None
+    return base, out
+
+
 def load_workload(name_or_path: str | os.PathLike) -> Workload:
-    """Load a zoo workload by name, or any workload YAML by path, fully validated."""
-    f = find_workload_file(name_or_path)
-    return workload_from_dict(load_yaml_file(f, WorkloadError), origin=str(f))
+    """Load a zoo workload by name, or any workload YAML by path, fully validated.
+
+    `NAME:seq=512` (or `path.yaml:seq=512`) overrides a workload parameter; the workload's name
+    then carries the override (`bert-base:seq=512`), so stored results of the two differ."""
+    base, overrides = split_workload_params(name_or_path)
+    f = find_workload_file(base)
+    wl = workload_from_dict(load_yaml_file(f, WorkloadError), origin=str(f), params=overrides)
+    if overrides:
+        import dataclasses
+        tag = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+        wl = dataclasses.replace(wl, name=f"{wl.name}:{tag}")
+    return wl

@@ -159,11 +159,11 @@ def test_gemm_only_gives_no_ops():
 
 def test_unknown_op_is_one_line():
     wl = tiny()
-    bad = dataclasses.replace(wl, ops=wl.ops + ({"name": "sm", "op": "softmax", "in": "fc",
+    bad = dataclasses.replace(wl, ops=wl.ops + ({"name": "sm", "op": "swish", "in": "fc",
                                                  "out": "sm"},))
     with pytest.raises(WorkloadError) as ei:
         step_ops(bad, N, profile=prof())
-    assert "\n" not in str(ei.value) and "'softmax'" in str(ei.value) and "(sm).op" in str(ei.value)
+    assert "\n" not in str(ei.value) and "'swish'" in str(ei.value) and "(sm).op" in str(ei.value)
 
 
 def test_caffe_and_tensorflow_profiles_run_the_zoo():

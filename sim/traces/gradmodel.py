@@ -412,7 +412,7 @@ def relative_depths(layers: Iterable) -> dict[str, float]:
     """Relative depth of each layer among the network's layers of the same op (0 first, 1 last)."""
     layers = list(layers)
     out = {}
-    for op in ("conv", "fc"):
+    for op in ("conv", "fc", "linear", "matmul"):
         same = [l for l in layers if l.op == op]
         for i, l in enumerate(same):
             out[l.name] = i / (len(same) - 1) if len(same) > 1 else 0.0

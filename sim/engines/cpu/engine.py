@@ -137,6 +137,10 @@ class CpuEngine:
             note = f"structure {mr.structure!r} has no CPU kernel here: modeled dense"
         if layer.op == "fc":
             return _fc_phase(cpu, layer, job.batch, phase, mr if sparse else None, job.seed, note)
+        if layer.op in ("linear", "matmul"):
+            # transformer GEMMs: the lowered GEMM itself (M = batch*tokens; attention's batched
+            # GEMM as `groups` GEMMs), as a BLAS call over the whole batch runs it
+            return _gemm_only(cpu, job.gemm, mr if sparse else None, job.seed)
         why = self.supports(job)
         if why:
             # also checked by the driver before any work; here for callers that come directly
