@@ -364,9 +364,12 @@ def _apply(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: in
             return _approx.random_dw(layer.tensor_shapes(1)["W"], batch, key)
         return _approx.approx(g, 1 if mid == "approx" else p["k"])
     if mid in ("w24", "w24t"):
-        from sim.methods.weight24 import weight24
+        from sim.methods.weight24 import w24_applies, weight24
         if not layer_selected(layer, spec.get("layers")):
             return dense_result(g, mid, p, f"not pruned: outside layers={spec.get('layers')}")
+        why = w24_applies(layer, mid == "w24t")
+        if why:
+            return dense_result(np.ones(1, np.float32), mid, p, why)
         return weight24(mid, p, layer)
     if mid == "prunetrain":
         raise ValueError("prunetrain acts on weights over epochs, not on one gradient tensor: "

@@ -68,12 +68,9 @@ def mask_work(c_out: int, k: int, transposable: bool, search: str = "greedy") ->
 
 
 def weight24(spec_id: str, params: dict, layer) -> MethodResult:
-    """The MethodResult of w24 / w24t on one layer (nominal: structure "nm-w", density 1/2)."""
-    from sim.methods import dense_result
+    """The MethodResult of w24 / w24t on one layer the mask applies to (w24_applies is None;
+    the caller makes the dense result otherwise): structure "nm-w", density 1/2."""
     transposable = spec_id == "w24t"
-    why = w24_applies(layer, transposable)
-    if why:
-        return dense_result(np.ones(1, np.float32), spec_id, params, why)
     c_out, k = weight_matrix_shape(layer)
     work = mask_work(c_out, k, transposable, params.get("search", "greedy"))
     phases = ("fwd", "agbp") if transposable else ("fwd",)
