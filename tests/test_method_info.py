@@ -24,7 +24,8 @@ def test_queries_match_the_former_id_tests():
         m for m in METHOD_IDS if m.startswith("sdgp-")]
     assert [m for m in METHOD_IDS if INFO[m].family == "wang"] == ["zero", "random", "approx",
                                                                    "approx-topk"]
-    assert [m for m in METHOD_IDS if not INFO[m].transforms_tensor] == ["random", "prunetrain"]
+    assert [m for m in METHOD_IDS if not INFO[m].transforms_tensor] == ["random", "prunetrain",
+                                                                        "w24", "w24t"]
     assert [m for m in METHOD_IDS if INFO[m].skips_allreduce] == ["zero"]
     assert [m for m in METHOD_IDS if INFO[m].is_channel_plan] == ["prunetrain"]
     assert method_info("dense").is_dense

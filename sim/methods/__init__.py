@@ -72,6 +72,12 @@ _SCHED = {"schedule": (_schedule, 1)}
 # fused=true: the method's prune/compress runs in the epilogue of the kernel that produces dO
 # instead of a separate pass (moves time, not values: sim/engines/gpu/stream.fused_epilogue)
 _FUSED = {"fused": (_bool, False)}
+# which layers an n:m method prunes (docs/transformers.md, "Methods on linears"): `all` (default):
+# convs with more than 3 input channels (the SDGP authors' rule, so CNN results are unchanged) and
+# every transformer `linear`; `conv` convs only; `linear` every linear; `ffn` / `attn` the linears
+# of the MLP / attention blocks (linear_role). A CNN's `fc` classifier is never pruned.
+LAYER_SETS = ("all", "conv", "linear", "ffn", "attn")
+_LAYERS = {"layers": (_choice(*LAYER_SETS), "all")}
 # id -> {param: (parser, default)}
 PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "dense": {},
@@ -82,20 +88,23 @@ PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "random": dict(_SCHED),
     "approx": dict(_SCHED),
     "approx-topk": {**_SCHED, "k": (_pos_int, 2)},
-    "sdgp-random": {"nm": (_nm, "2:4"), **_FUSED},
-    "sdgp-mag": {"nm": (_nm, "2:4"), **_FUSED},
+    "sdgp-random": {"nm": (_nm, "2:4"), **_FUSED, **_LAYERS},
+    "sdgp-mag": {"nm": (_nm, "2:4"), **_FUSED, **_LAYERS},
     "sdgp-resmag": {"nm": (_nm, "2:4"), "rescale": (_choice("sample-channel", "channel"),
-                                                    "sample-channel"), **_FUSED},
+                                                    "sample-channel"), **_FUSED, **_LAYERS},
     "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10)},
+    # weight-side 2:4 (sim/methods/weight24.py): FWD only, and transposable masks (FWD + AGBP)
+    "w24": dict(_LAYERS),
+    "w24t": {**_LAYERS, "search": (_choice("greedy", "exhaustive"), "greedy")},
 }
 METHOD_IDS = tuple(PARAMS)
 # (param, value) pairs left out of a label: a later-added option at the default that keeps the
 # behaviour the label always named (DBTD / top-k leave FC layers dense; methods run as a separate
 # pass unless fused=true)
-QUIET_DEFAULTS = {("fc", "dense"), ("fused", False)}
+QUIET_DEFAULTS = {("fc", "dense"), ("fused", False), ("layers", "all")}
 # (param, value) pairs left out of MethodSpec.params altogether: stored records key on the params
 # (method_params), so points computed before fused existed keep their keys
-OMITTED_DEFAULTS = {("fused", False)}
+OMITTED_DEFAULTS = {("fused", False), ("layers", "all")}
 
 
 @dataclass(frozen=True)
@@ -169,17 +178,22 @@ def parse_method(text: str, overrides: dict[str, Any] | None = None) -> MethodSp
 _NOT_MODELLED = "its per-layer effect is not modelled at system level"
 _TIME_ONLY = "fusing the pass into dO's producer moves time, not values"
 _FUSABLE = ("dbtd", "sdgp-random", "sdgp-mag", "sdgp-resmag")
+_SDGP = ("sdgp-random", "sdgp-mag", "sdgp-resmag")
+_ONE_TENSOR = "prune applies the method to the one tensor given"
 IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
     "train": {"dbtd": {"p": _NOT_MODELLED, "sigma": _NOT_MODELLED, "fc": _NOT_MODELLED,
                        "fused": _NOT_MODELLED},
               "topk": {"keep": _NOT_MODELLED, "fc": _NOT_MODELLED},
               "approx": {"schedule": _NOT_MODELLED},
               "approx-topk": {"schedule": _NOT_MODELLED, "k": _NOT_MODELLED},
-              "sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
+              "sdgp-resmag": {"rescale": "rescaling changes values, not work or time"},
+              "w24": {"layers": _NOT_MODELLED},
+              "w24t": {"layers": _NOT_MODELLED, "search": _NOT_MODELLED}},
     "replay": {"sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
     "prune": {**{m: {"schedule": "prune applies the method to the one tensor given"}
                  for m in ("zero", "approx", "approx-topk")},
-              **{m: {"fused": _TIME_ONLY} for m in _FUSABLE}},
+              **{m: {"fused": _TIME_ONLY} for m in _FUSABLE},
+              **{m: {"fused": _TIME_ONLY, "layers": _ONE_TENSOR} for m in _SDGP}},
     # capture records values from real training: where the pass runs changes no value
     "capture": {m: {"fused": _TIME_ONLY} for m in _FUSABLE},
 }
@@ -222,9 +236,41 @@ def parse_combination(text: str) -> tuple[MethodSpec, ...]:
     return specs
 
 
-def sdgp_prunes(layer: Layer) -> bool:
-    """The SDGP authors prune every conv with more than 3 input channels, never linear layers."""
-    return layer.op == "conv" and layer.c_in > 3
+_ATTN_WORDS = {"attn", "attention", "self_attn", "qkv", "query", "key", "value", "q_proj",
+               "k_proj", "v_proj", "out_proj", "c_attn"}
+_FFN_WORDS = {"mlp", "ffn", "feed_forward", "feedforward", "intermediate", "fc1", "fc2", "c_fc",
+              "w1", "w2", "w3", "up_proj", "down_proj", "gate_proj"}
+
+
+def linear_role(layer: Layer) -> str:
+    """"attn" (an attention projection), "ffn" (an MLP linear) or "other" (heads, poolers), from
+    the dotted module name as PyTorch and the zoo write it. Attention words win, so BERT's
+    `attention.output.dense` is attention and its `layer.N.output.dense` (after `intermediate`)
+    is the MLP's second linear."""
+    parts = set(layer.name.replace("-", "_").split("."))
+    if parts & _ATTN_WORDS:
+        return "attn"
+    if parts & _FFN_WORDS or layer.name.endswith("output.dense"):
+        return "ffn"
+    return "other"
+
+
+def layer_selected(layer: Layer, layers: str = "all") -> bool:
+    """Whether a method with `layers=...` prunes this layer (LAYER_SETS); convs need more than 3
+    input channels (the SDGP authors skip the stem), CNN `fc` layers are never selected."""
+    if layer.op == "conv":
+        return layers in ("all", "conv") and layer.c_in > 3
+    if layer.op != "linear":
+        return False
+    if layers in ("all", "linear"):
+        return True
+    return layers == linear_role(layer)
+
+
+def sdgp_prunes(layer: Layer, layers: str = "conv") -> bool:
+    """The SDGP authors prune every conv with more than 3 input channels, never linear layers;
+    `layers` (a LAYER_SETS value, the methods' option) opts transformer linears in."""
+    return layer_selected(layer, layers)
 
 
 def dense_result(g: np.ndarray, method: str = "dense", params: dict | None = None,
@@ -287,10 +333,23 @@ def _apply(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: in
     if mid == "topk":
         return _dbtd.topk(g, p["keep"], build_csr=build_csr)
     if mid.startswith("sdgp-"):
-        if not sdgp_prunes(layer):
-            return dense_result(g, mid, p, "not pruned: SDGP skips the stem and linear layers")
-        return _nm_mod.sdgp(g, p["nm"], mid.split("-", 1)[1], key,
-                            rescale=p.get("rescale", "sample-channel"), dense_output=dense_output)
+        sel = spec.get("layers")
+        if not sdgp_prunes(layer, sel):
+            why = ("not pruned: SDGP skips the stem and linear layers" if sel == "all"
+                   and layer.op != "linear" else f"not pruned: outside layers={sel}")
+            return dense_result(g, mid, p, why)
+        kw = dict(rescale=p.get("rescale", "sample-channel"), dense_output=dense_output)
+        if layer.op == "linear" and np.ndim(g) == 3:
+            # a linear's dO is [N, T, C_out] (PyTorch's layout): groups of m along C_out, the
+            # reduction of AGBP (dI = dO W); tokens play the conv's positions
+            n_, t_, c_ = np.shape(g)
+            r = _nm_mod.sdgp(np.reshape(g, (n_, t_, 1, c_)), p["nm"], mid.split("-", 1)[1], key,
+                             layout="nhwc", **kw)
+            if r.pruned is None:
+                return r
+            from dataclasses import replace as _replace
+            return _replace(r, pruned=r.pruned.reshape(n_, t_, c_))
+        return _nm_mod.sdgp(g, p["nm"], mid.split("-", 1)[1], key, **kw)
     if mid in ("zero", "random", "approx", "approx-topk"):
         if layer.op != "conv":
             return dense_result(g, mid, p, "not approximated: the schedule covers conv layers")
@@ -304,6 +363,14 @@ def _apply(spec: MethodSpec, layer: Layer, g: np.ndarray, *, key: int, batch: in
         if mid == "random":
             return _approx.random_dw(layer.tensor_shapes(1)["W"], batch, key)
         return _approx.approx(g, 1 if mid == "approx" else p["k"])
+    if mid in ("w24", "w24t"):
+        from sim.methods.weight24 import w24_applies, weight24
+        if not layer_selected(layer, spec.get("layers")):
+            return dense_result(g, mid, p, f"not pruned: outside layers={spec.get('layers')}")
+        why = w24_applies(layer, mid == "w24t")
+        if why:
+            return dense_result(np.ones(1, np.float32), mid, p, why)
+        return weight24(mid, p, layer)
     if mid == "prunetrain":
         raise ValueError("prunetrain acts on weights over epochs, not on one gradient tensor: "
                          "use sim.methods.prunetrain.channel_plan")

@@ -27,7 +27,7 @@ class MethodInfo:
     """The facts about one method id that the engines, the system model, capture and analysis use."""
 
     id: str
-    # "dense" | "dbtd" | "topk" | "sdgp" | "wang" | "channels": which kernel (offline) and which
+    # "dense" | "dbtd" | "topk" | "sdgp" | "wang" | "channels" | "w24": which kernel (offline) and which
     # PyTorch twin (capture, sim.methods.torch_ops) implement it
     family: str
     # the operand it rewrites: "" (none), "dO" (AGBP's and WGC's gradient operand), "dW" (WGC's
@@ -103,6 +103,14 @@ INFO: dict[str, MethodInfo] = {m.id: m for m in (
     _sdgp("resmag"),
     MethodInfo("prunetrain", "channels", "weights", ("fwd", "agbp", "wgc"), "channels",
                transforms_tensor=False),
+    # 2:4 weights (sim/methods/weight24.py): the FWD GEMM's weight operand, run transposed so it
+    # is the engine's sparse A; w24t's transposable mask also makes AGBP sparse. No dO involved,
+    # no PyTorch twin (capture records dense gradients)
+    MethodInfo("w24", "w24", "weights", ("fwd",), "not-modelled", transforms_tensor=False,
+               no_kernel=_NM_CPU, gpu_feature=_SPARSE_TC, torch_twin=False),
+    MethodInfo("w24t", "w24", "weights", ("fwd", "agbp"), "not-modelled",
+               transforms_tensor=False, no_kernel=_NM_CPU, gpu_feature=_SPARSE_TC,
+               torch_twin=False),
 )}
 
 

@@ -25,13 +25,17 @@ def nominal_nm_result(spec, layer, batch: int):
     from sim.methods.base import MethodResult, WorkAccount
     from sim.methods.nm import bits_per_index, parse_nm, resmag_after_reduction
     p = dict(spec.params)
-    if not sdgp_prunes(layer):
+    sel = spec.get("layers")
+    if not sdgp_prunes(layer, sel):
         return dense_result(np.ones(1, np.float32), spec.id, p,
-                            "not pruned: SDGP skips the stem and linear layers")
+                            "not pruned: SDGP skips the stem and linear layers" if sel == "all"
+                            and layer.op != "linear" else f"not pruned: outside layers={sel}")
     n, m = parse_nm(p["nm"])
     shape = layer.tensor_shapes(batch)["dO"]
     nb, c = shape[0], shape[1]
     hw_ = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    if layer.op == "linear":    # [N, T, C_out]: groups along C_out, tokens as positions
+        nb, hw_, c = shape
     total = nb * c * hw_
     groups = -(-c // m)
     bits = bits_per_index(m)
@@ -63,6 +67,10 @@ def method_result_for(spec, layer, batch: int, seed: int = 0, *, samples: int | 
     """
     if spec is None or method_info(spec).is_dense:
         return None
+    if method_info(spec).acts_on == "weights" and method_info(spec).family == "w24":
+        # weight methods: nothing from dO (sim/methods/weight24.py)
+        from sim.methods import apply_method
+        return apply_method(spec, layer, np.ones(1, np.float32), key=0, batch=batch)
     shape = layer.tensor_shapes(batch)["dO"]
     per = int(np.prod(shape[1:]))
     if method_info(spec).family == "sdgp" and per * batch > SYNTH_MAX_ELEMS:
@@ -84,6 +92,8 @@ def result_on(spec, layer, g: np.ndarray, batch: int, seed: int = 0, *, build_cs
     from sim.methods.base import scale_work
     if spec is None or method_info(spec).is_dense:
         return None
+    if method_info(spec).family == "w24":
+        return apply_method(spec, layer, g, key=0, batch=batch)
     b = g.shape[0]
     key = stream_key(seed, layer.index, 0)
     sched = True if method_info(spec).scheduled else None

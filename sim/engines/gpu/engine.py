@@ -53,7 +53,10 @@ class GpuEngine:
         if structure in patch.STRUCTURES:
             return patch.simulate_wgc(self.hw, g, mr, layer=job.layer, batch=job.batch,
                                       dtype=dtype, seed=job.seed)
-        out = gemm_phase(self.hw, g, mr, structure, dtype)
+        if structure == "nm-w":
+            out = weight_sparse_gemm(self.hw, g, mr, dtype)
+        else:
+            out = gemm_phase(self.hw, g, mr, structure, dtype)
         if job.charge_method and mr is not None:
             out += method_passes(self.hw, g, mr, dtype)
         return out
@@ -86,3 +89,23 @@ class GpuEngine:
             except ValueError as e:
                 raise PrunesimError(None, "--sparse", str(e)) from None
         return [simulate_gemm(self.hw, m, n, k, dtype=dtype, sparse=sparse)]
+
+
+def weight_sparse_gemm(hw, g, mr, dtype: str) -> list:
+    """A phase whose weight operand (B) is n:m sparse (structure "nm-w", sim/methods/weight24.py).
+
+    The tensor cores' sparse operand is A, so C = A B runs as C^T = B^T A^T: M and N swap, the
+    weight becomes A with the pattern along K (FWD: W's rows along C_in; AGBP: W^T's rows along
+    C_out, which a transposable mask provides). K, the FLOPs and the operand bytes are unchanged;
+    only the tile shapes see the transposed M x N. A strided conv's AGBP still needs its col2im."""
+    from sim.engines.gpu.gemm import _sparse_operand
+    from sim.engines.gpu.stream import col2im
+    c_out = g.m * g.n * g.groups if g.form == "scatter" else g.c_elems
+    kr = simulate_gemm(hw, g.n, g.m, g.k, groups=g.groups, dtype=dtype,
+                       sparse=_sparse_operand(mr), a_unique=g.b_elems, b_unique=g.a_elems,
+                       c_out=c_out, layer=g.layer, phase=g.phase)
+    kr.details["operand"] = "weights (B) sparse: run transposed, C^T = B^T A^T"
+    out = [kr]
+    if g.form == "scatter":
+        out.append(col2im(hw, g, dtype))
+    return out
