@@ -223,6 +223,8 @@ class _Tracer:
         self.emit({"op": "conv", "in": self.src(x), "c_out": int(w.shape[0]),
                    "kernel": r if r == s else [r, s], "stride": one(stride), "pad": one(pad),
                    "groups": int(groups), "bias": b is not None}, out, weight=w)
+        self.used_params.update({id(w), id(b)})
+        self.layer_out(self.names[id(out)], "conv", out)
 
     def _matmul(self, a, b, out, name: str | None = None):
         sa, sb = self.src(a), self.src(b)
@@ -519,12 +521,12 @@ class TransformerCapture(Capture):
         self._mode = None
 
     def _resolve_modules(self, model, workload, layer_names, warn: bool = True):
-        wanted = [l.name for l in workload.layers if l.op in ("linear", "matmul")]
+        wanted = [l.name for l in workload.layers if l.op in ("linear", "matmul", "conv")]
         if layer_names is not None:
             keep = set(layer_names)
             bad = keep - set(wanted)
             if bad:
-                raise CaptureError(None, "layer_names", f"not linear/matmul layers of "
+                raise CaptureError(None, "layer_names", f"not linear/matmul/conv layers of "
                                    f"{workload.name}: {', '.join(sorted(bad))}")
             wanted = [n for n in wanted if n in keep]
         return {n: None for n in wanted}
@@ -555,6 +557,8 @@ class TransformerCapture(Capture):
     def _batch_first(self, layer, g):
         """dO as the trace stores it: [N, T, C] for a linear, [N, heads, M, N] for a matmul."""
         b = self.batch
+        if layer.op == "conv":
+            return g
         if layer.op == "linear":
             if g.dim() == 3 and g.shape[0] != b and g.shape[1] == b:
                 return g.transpose(0, 1)   # nn.MultiheadAttention's [T, N, C]

@@ -209,7 +209,7 @@ def capture_transformer(name: str, out_dir, *, steps: int = 20, batch: int = 16,
                 opt.zero_grad()
                 loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         cap.log_epoch(0, float(np.mean(losses[-max(1, steps // 4):])), None, steps * batch,
                       time.time() - t0)
     return {"workload": wl, "trace": str(out_dir), "losses": losses}
