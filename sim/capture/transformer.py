@@ -145,15 +145,12 @@ class _Tracer:
         torch, F = self.torch, self.F
         name = _fname(func)
         tens = [a for a in _flat(list(args) + list(kwargs.values())) if torch.is_tensor(a)]
-        for a in tens:
-            if isinstance(a, torch.nn.Parameter):
-                self.used_params.add(id(a))
         known = [a for a in tens if id(a) in self.names]
         if func is F.embedding:
             self._embedding(args, kwargs, out)
             return
-        if not known or name in IGNORE:
-            return
+        if (not known and func is not F.linear) or name in IGNORE:
+            return   # a linear is a layer whatever it reads (an unknown input gets declared)
         if func is F.linear:
             x, w = args[0], args[1]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -169,6 +166,8 @@ class _Tracer:
             self._unary(args[0], out, "dropout", p=float(p))
         elif func is F.layer_norm:
             w = args[2] if len(args) > 2 else kwargs.get("weight")
+            b = args[3] if len(args) > 3 else kwargs.get("bias")
+            self.used_params.update({id(w), id(b)})
             self._unary(args[0], out, "layernorm", _weight=w)
         elif func is F.gelu:
             self._unary(args[0], out, "gelu")
@@ -191,9 +190,9 @@ class _Tracer:
         elif name in MASK and torch.is_tensor(out):
             self._carry(known[0], out)
             self.masked.add(self.names[id(known[0])])
-        elif torch.is_tensor(out):
+        else:
             self.unsupported.append(f"{name} ({self.scope() or 'model'})")
-            if tuple(out.shape) == tuple(known[0].shape):
+            if torch.is_tensor(out) and tuple(out.shape) == tuple(known[0].shape):
                 self._carry(known[0], out)
 
     # -- op handlers ------------------------------------------------------------------------------
@@ -280,6 +279,7 @@ class _Tracer:
         elif torch.is_tensor(other) and isinstance(other, torch.nn.Parameter) and \
                 prod.get("op") == "tokens":
             prod["positions"] = True
+            self.used_params.add(id(other))
         elif torch.is_tensor(other) and other.numel() > 1:
             self.unsupported.append(f"add of a tensor that is not a workload tensor "
                                     f"({self.scope() or 'model'})")
@@ -290,6 +290,10 @@ class _Tracer:
         prod = self.producer.get(self.names[id(known[0])], {})
         if len(known) == 1 and prod.get("op") == "tokens" and len(parts) == 2:
             prod["cls"] = True
+            # the class token reaches cat as an expanded view of its parameter
+            other = next(t for t in parts if t is not known[0])
+            base = getattr(other, "_base", None)
+            self.used_params.update({id(other), id(base)})
             self._carry(known[0], out)
         else:
             self.unsupported.append(f"cat ({self.scope() or 'model'})")

@@ -7,7 +7,7 @@ character-level GPT on text shipped inside scikit-learn.
 - ``chargpt-sklearn``: `CharGPT` (token + position ``nn.Embedding``, pre-LN blocks with a hand-written
   causal attention: fused qkv ``nn.Linear``, split, ``q @ k^T``, masked_fill, softmax, dropout,
   ``@ v``), trained on next-character prediction over scikit-learn's dataset descriptions
-  (``sklearn/datasets/descr/*.rst``, about 88 kB of English, part of scikit-learn and under its
+  (``sklearn/datasets/descr/*.rst``, about 43,000 characters of English, part of scikit-learn and under its
   BSD-3-Clause licence, ``scikit_learn-*.dist-info/licenses/COPYING``).
 
 `capture_transformer(model, out_dir, ...)` trains for a few steps with AdamW on the CPU and records
