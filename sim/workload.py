@@ -460,14 +460,14 @@ def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]
         # token ids, one per position: a (1, T, 1) tensor that only an embedding reads
         shapes: dict[str, tuple[int, int, int]] = {
             "x": (1, _int(inp["tokens"], file, "input.tokens", rng="spatial"), 1)}
-        return name, shapes, _check_ops(doc, file)
-    if not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
+    elif not isinstance(inp, dict) or set(inp) != {"channels", "height", "width"}:
         raise WorkloadError(file, "input", "expected {channels: C, height: H, width: W} or "
                             "{tokens: T}")
-    shapes = {
-        "x": (_int(inp["channels"], file, "input.channels", rng="channels"),
-              _int(inp["height"], file, "input.height", rng="spatial"),
-              _int(inp["width"], file, "input.width", rng="spatial"))}
+    else:
+        shapes = {
+            "x": (_int(inp["channels"], file, "input.channels", rng="channels"),
+                  _int(inp["height"], file, "input.height", rng="spatial"),
+                  _int(inp["width"], file, "input.width", rng="spatial"))}
     declared = doc.get("tensors") or {}
     if not isinstance(declared, dict):
         raise WorkloadError(file, "tensors", "expected a mapping of tensor name to [C, H, W]")

@@ -3,7 +3,8 @@
 PyTorch is optional (``pip install prunesim[capture]``); importing this package does not import it.
 Public API (imported lazily): `build_model`, `workload_from_model` (torchnet), `Capture`,
 `GradContext`, `TransformChain` (hooks), `load_dataset`, `known_datasets` (datasets),
-`train_and_capture` (trainer). See docs/capture.md.
+`train_and_capture` (trainer), `transformer_workload_from_model`,
+`TransformerCapture` (transformer), `capture_transformer` (transformer_zoo). See docs/capture.md.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ _EXPORTS = {
     "Capture": "hooks", "GradContext": "hooks", "TransformChain": "hooks",
     "load_dataset": "datasets", "known_datasets": "datasets",
     "train_and_capture": "trainer",
+    "transformer_workload_from_model": "transformer", "TransformerCapture": "transformer",
+    "capture_transformer": "transformer_zoo",
 }
 
 __all__ = sorted(_EXPORTS)
