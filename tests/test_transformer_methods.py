@@ -142,3 +142,13 @@ def test_labels_and_defaults():
     assert parse_method("w24t").label == "w24t:search=greedy"
     with pytest.raises(ValueError, match="layers"):
         parse_method("w24:layers=mlp")
+
+
+def test_capture_refuses_methods_without_a_torch_twin():
+    """w24/w24t change time, not the recorded values: capture would train dense under their name."""
+    from sim.capture.methods import as_spec
+    from sim.errors import CaptureError
+    for m in ("w24", "w24t:search=exhaustive"):
+        with pytest.raises(CaptureError, match="no PyTorch twin"):
+            as_spec(m)
+    assert as_spec("sdgp-mag:nm=2:4").id == "sdgp-mag"

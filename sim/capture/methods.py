@@ -41,9 +41,14 @@ def as_spec(method: str | MethodSpec | None) -> MethodSpec:
     try:
         spec = parse_method(method or "dense")
         refuse_unused(spec, "capture")   # fused=true: time only, capture records values
-        return spec
     except ValueError as e:
         raise CaptureError(None, "--method", str(e)) from None
+    if not method_info(spec).torch_twin:
+        # training would run dense and the trace would claim the method: refuse instead
+        raise CaptureError(None, "--method", f"{spec.id} has no PyTorch twin to train with (its "
+                           "effect is on time, not on the recorded gradients): capture with dense "
+                           f"and replay the trace with --method {spec.label}")
+    return spec
 
 
 @dataclass
