@@ -16,7 +16,8 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRACES = ("traces/sample-resnet20-mnist5k", "traces/sample-cnn2-mnist5k")
+TRACES = ("traces/sample-resnet20-mnist5k", "traces/sample-cnn2-mnist5k",
+          "traces/sample-vit-tiny-mnist5k")   # a transformer (#18): linears and attention
 HARDWARE = ("a100-sxm4-40gb", "h100-sxm5-80gb", "xeon-e5-2680v4", "rpi4b", "titan-xp")
 METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "approx:schedule=1",
            "zero:schedule=1", "topk")

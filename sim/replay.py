@@ -26,6 +26,7 @@ from sim.methods.info import method_info
 from sim.traces.format import Trace, open_checked_trace
 from sim.traces.inspect import finite_or_none
 
+DENSITY_OPS = ("conv", "linear")   # layers the network-level `density` averages over
 DEFAULT_METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "approx:schedule=1")
 PHASES = ("fwd", "agbp", "wgc")
 # The framework profile a run uses unless --framework names one: the stack of the papers on that
@@ -124,7 +125,9 @@ class Totals:
     def add(self, step: LayerRun) -> None:
         self.iterations.add(step.iteration)
         for lr in step.methods:
-            if lr.op == "conv":
+            # Ye et al.'s average is over convs; a transformer's operands are its linears
+            # (CNN FC layers stay out, as in their Table 1)
+            if lr.op in DENSITY_OPS:
                 self.dens[lr.method][0] += lr.density
                 self.dens[lr.method][1] += 1
         self.sums.update(step.phases)
@@ -524,8 +527,8 @@ def _report(args, trace, engines, totals, rows_out, layer_rows, store, training=
                          indent=1))
         return
     print()
-    print("mean operand density over conv layers and captured iterations "
-          "(the average Ye et al. report in their Table 1):")
+    print("mean operand density over conv (and transformer linear) layers and captured "
+          "iterations (the average Ye et al. report in their Table 1):")
     print(format_table(["method", "density"],
                        [[k, f"{v:.4f}"] for k, v in totals.mean_density().items()]))
     if layer_rows:
