@@ -60,7 +60,8 @@ def _lookup(lv, copy, line, now):
     if ways == 0:
         return False
     sets = lv.shape[1]
-    s = line % sets
+    # L1 and L2 have power-of-two sets (a mask); the Xeon's L3 has 28672, so keep the modulo there
+    s = line & (sets - 1) if sets & (sets - 1) == 0 else line % sets
     row = lv[copy, s]
     victim = 0
     oldest = row[ways]
