@@ -51,8 +51,8 @@ def test_spmm_stream_matches_reference(chunk, threads, l2_private):
     counts = np.zeros((3, threads, cs.N_COUNTS), np.int64)
     pf = [np.full((threads, 3), -10, np.int64), np.full((threads, 3), -10, np.int64),
           np.zeros((threads, 3), np.int64)]
-    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, lv[0][0], lv[0][1],
-                   lv[1][0], lv[1][1], lv[2][0], lv[2][1], l2_private, False, *pf, 4, 2, counts)
+    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, *lv, l2_private,
+                   False, *pf, 4, 2, counts)
     ref = cs.spmm_stream_ref(indptr, indices, starts, nrows, measure, n_b, chunk, line, fresh(),
                              l2_private, False, 3, 4, 2)
     assert counts.sum() > 0 and counts[0].sum() == 0
@@ -60,12 +60,12 @@ def test_spmm_stream_matches_reference(chunk, threads, l2_private):
 
 
 def test_lru_evicts_least_recent():
-    tags, stamps = cs.make_level(1, 2 * 64, 2, 64)     # one set, two ways
-    assert not cs._lookup(tags, stamps, 0, 1, 1)
-    assert not cs._lookup(tags, stamps, 0, 2, 2)
-    assert cs._lookup(tags, stamps, 0, 1, 3)            # 1 is now most recent
-    assert not cs._lookup(tags, stamps, 0, 3, 4)        # evicts 2
-    assert cs._lookup(tags, stamps, 0, 1, 5) and not cs._lookup(tags, stamps, 0, 2, 6)
+    lv = cs.make_level(1, 2 * 64, 2, 64)               # one set, two ways
+    assert not cs._lookup(lv, 0, 1, 1)
+    assert not cs._lookup(lv, 0, 2, 2)
+    assert cs._lookup(lv, 0, 1, 3)            # 1 is now most recent
+    assert not cs._lookup(lv, 0, 3, 4)        # evicts 2
+    assert cs._lookup(lv, 0, 1, 5) and not cs._lookup(lv, 0, 2, 6)
 
 
 def test_hwconfigs_load_and_reject_bad_fields(xeon, pi, tmp_path):

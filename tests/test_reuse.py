@@ -52,12 +52,11 @@ def test_fully_associative_l1_misses_are_exact(chunk, threads):
     line, n_b = 64, 40
     lv = [cs.make_level(threads, 16 * line, 16, line), cs.make_level(threads, 64 * line, 64, line),
           cs.make_level(1, 256 * line, 256, line)]
-    now = cs.warm_region(cs.B_BASE, 30 * n_b * 4, line, threads, lv[0][0], lv[0][1], lv[1][0],
-                         lv[1][1], lv[2][0], lv[2][1], True, False, 0)
+    now = cs.warm_region(cs.B_BASE, 30 * n_b * 4, line, threads, *lv, True, False, 0)
     counts = np.zeros((3, threads, cs.N_COUNTS), np.int64)
     pf = [np.zeros((threads, 0), np.int64)] * 3
-    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, lv[0][0], lv[0][1],
-                   lv[1][0], lv[1][1], lv[2][0], lv[2][1], True, False, *pf, 0, 0, counts, now)
+    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, *lv, True, False,
+                   *pf, 0, 0, counts, now)
     prof = rs.build_profile(indptr, indices, starts[None], nrows[None], measure[None], n_b, 30,
                             chunk, line)
     got = rs.misses_from_profile(prof, line=line, l1=(16 * line, 16), l2=(64 * line, 64),
@@ -72,9 +71,9 @@ def test_binomial_model_against_random_mapping():
     through the exact set-associative kernel misses as often as the profile predicts (3%)."""
     rng = np.random.default_rng(5)
     ids = rng.integers(0, 3000, 40000)
-    tags, stamps = cs.make_level(1, 64 * 4 * 64, 4, 64)       # 64 sets x 4 ways
+    lv = cs.make_level(1, 64 * 4 * 64, 4, 64)                 # 64 sets x 4 ways
     perm = rng.permutation(3000)                              # random set of each line
-    miss = sum(not cs._lookup(tags, stamps, 0, int(perm[x]), i + 1) for i, x in enumerate(ids))
+    miss = sum(not cs._lookup(lv, 0, int(perm[x]), i + 1) for i, x in enumerate(ids))
     d = rs.stack_distances(ids, 3000)
     pred = rs.miss_probability(d, 64 * 4 * 64, 4, 64).sum()
     assert abs(pred / miss - 1) < 0.03

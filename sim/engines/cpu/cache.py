@@ -29,52 +29,67 @@ B_BASE = 3 << 36
 C_BASE = 4 << 36
 
 
-def make_level(copies: int, size_bytes: int, ways: int, line: int) -> tuple[np.ndarray, np.ndarray]:
-    """Empty tag and LRU-stamp arrays of one level (copies: private per thread, or 1 if shared).
+def make_level(copies: int, size_bytes: int, ways: int, line: int) -> np.ndarray:
+    """An empty level (copies: private per thread, or 1 if shared): int64 [copy, set, 2 * ways],
+    a set's tags (-1: empty) then its LRU stamps side by side, so one lookup reads one contiguous
+    run of memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain,
+    so every lookup there misses the host's caches; this halves those misses).
 
     A level of size 0 (no L3 on the Pi) is one set of zero ways: every lookup misses and
     nothing is kept.
     """
     sets = size_bytes // (ways * line) if size_bytes > 0 else 1
     ways = ways if size_bytes > 0 else 0
-    tags = np.full((copies, max(sets, 1), ways), -1, np.int64)
-    return tags, np.zeros_like(tags)
+    lv = np.empty((copies, max(sets, 1), 2 * ways), np.int64)
+    reset_level(lv)
+    return lv
+
+
+def reset_level(lv: np.ndarray) -> None:
+    """Empty a level (or a stack of them, leading axes free) in place: reusing the arrays of a
+    cache geometry costs one pass over memory already mapped instead of fresh pages."""
+    ways = lv.shape[-1] // 2
+    lv[..., :ways] = -1
+    lv[..., ways:] = 0
 
 
 @njit(cache=True, inline="always")
-def _lookup(tags, stamps, copy, line, now):
+def _lookup(lv, copy, line, now):
     """True on a hit (LRU stamp refreshed); on a miss the LRU way is replaced by `line`."""
-    ways = tags.shape[2]
+    ways = lv.shape[2] >> 1
     if ways == 0:
         return False
-    s = line % tags.shape[1]
+    sets = lv.shape[1]
+    # L1 and L2 have power-of-two sets (a mask); the Xeon's L3 has 28672, so keep the modulo there
+    s = line & (sets - 1) if sets & (sets - 1) == 0 else line % sets
+    row = lv[copy, s]
     victim = 0
-    oldest = stamps[copy, s, 0]
+    oldest = row[ways]
     for w in range(ways):
-        if tags[copy, s, w] == line:
-            stamps[copy, s, w] = now
+        if row[w] == line:
+            row[ways + w] = now
             return True
-        if stamps[copy, s, w] < oldest:
-            oldest = stamps[copy, s, w]
+        if row[ways + w] < oldest:
+            oldest = row[ways + w]
             victim = w
-    tags[copy, s, victim] = line
-    stamps[copy, s, victim] = now
+    row[victim] = line
+    row[ways + victim] = now
     return False
 
 
 @njit(cache=True, inline="always")
-def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
+def _access(line, t, now, l1, l2, l3, l2_private, l3_private,
             pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt):
     """One demand access by thread t; returns the updated clock."""
     now += 1
-    if _lookup(l1t, l1s, t, line, now):
+    if _lookup(l1, t, line, now):
         cnt[L1_HIT] += 1
         return now
     c2 = t if l2_private else 0
     c3 = t if l3_private else 0
-    if _lookup(l2t, l2s, c2, line, now):
+    if _lookup(l2, c2, line, now):
         cnt[L2_HIT] += 1
-    elif _lookup(l3t, l3s, c3, line, now):
+    elif _lookup(l3, c3, line, now):
         cnt[L3_HIT] += 1
     else:
         cnt[DRAM] += 1
@@ -107,8 +122,8 @@ def _access(line, t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
     stop = min(line + pf_dist, start + pf_degree - 1)
     for p in range(start, stop + 1):
         now += 1
-        if not _lookup(l2t, l2s, c2, p, now):
-            if _lookup(l3t, l3s, c3, p, now):
+        if not _lookup(l2, c2, p, now):
+            if _lookup(l3, c3, p, now):
                 cnt[PF_L3] += 1
             else:
                 cnt[PF_DRAM] += 1
@@ -181,8 +196,7 @@ def spmm_row_lines(indptr, indices, r, n_b, register_chunk, shift, t, last_idx, 
 
 @njit(cache=True)
 def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
-                l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
-                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
+                l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
     """Replay C = A @ B (A in CSR, B dense K x n_b) for row groups; fill counts[g, t, :].
 
     now0: the LRU clock the caches were left at (e.g. by warm_region); stamps must keep growing,
@@ -215,14 +229,12 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
                 n = spmm_row_lines(indptr, indices, starts[g, t] + i, n_b, register_chunk, shift, t,
                                    last_idx, last_val, buf)
                 for j in range(n):
-                    now = _access(buf[j], t, now, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                                  l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
+                    now = _access(buf[j], t, now, l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, cnt)
     return now
 
 
 @njit(cache=True)
-def warm_region(base, n_bytes, line_bytes, n_threads, l1t, l1s, l2t, l2s, l3t, l3s, l2_private,
-                l3_private, now):
+def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3_private, now):
     """Touch a region once per thread (the state right after a pass wrote it), no counting."""
     shift = line_shift(line_bytes)
     for t in range(n_threads):
@@ -230,23 +242,21 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1t, l1s, l2t, l2s, l3t, l
         c3 = t if l3_private else 0
         for ln in range(base >> shift, ((base + n_bytes - 1) >> shift) + 1):
             now += 1
-            _lookup(l3t, l3s, c3, ln, now)
-            _lookup(l2t, l2s, c2, ln, now)
-            _lookup(l1t, l1s, t, ln, now)
+            _lookup(l3, c3, ln, now)
+            _lookup(l2, c2, ln, now)
+            _lookup(l1, t, ln, now)
     return now
 
 
 @njit(cache=True, parallel=True)
 def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
-                l1t, l1s, l2t, l2s, l3t, l3s, l2_private, l3_private,
-                pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
+                l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
     """spmm_stream over independent chains of sampled groups, one cache hierarchy each, in
     parallel: every array has a leading chain axis. A chain's result does not depend on how many
     threads run the chains, so sampled estimates are the same on any machine."""
     for c in prange(starts.shape[0]):
         spmm_stream(indptr, indices, starts[c], nrows[c], measure[c], n_b, register_chunk,
-                    line_bytes, l1t[c], l1s[c], l2t[c], l2s[c], l3t[c], l3s[c], l2_private,
-                    l3_private, pf_last[c], pf_next[c], pf_stamp[c], pf_dist, pf_degree, counts[c],
+                    line_bytes, l1[c], l2[c], l3[c], l2_private, l3_private, pf_last[c], pf_next[c], pf_stamp[c], pf_dist, pf_degree, counts[c],
                     now0[c])
 
 
@@ -254,8 +264,9 @@ def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
 
 
 class _RefLevel:
-    def __init__(self, copies, tags):
-        _, self.sets, self.ways = tags.shape
+    def __init__(self, copies, lv):
+        _, self.sets, self.ways = lv.shape
+        self.ways //= 2
         self.c = [[OrderedDict() for _ in range(self.sets)] for _ in range(copies)]
 
     def lookup(self, copy, line):
@@ -273,9 +284,9 @@ class _RefLevel:
 
 def spmm_stream_ref(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                     levels, l2_private, l3_private, n_streams, pf_dist, pf_degree):
-    """Reference of spmm_stream: levels = the (tags, stamps) pairs of fresh L1, L2, L3 arrays."""
+    """Reference of spmm_stream: levels = fresh L1, L2, L3 arrays (make_level)."""
     n_groups, n_threads = starts.shape
-    l1, l2, l3 = (_RefLevel(t.shape[0], t) for t, _ in levels)
+    l1, l2, l3 = (_RefLevel(lv.shape[0], lv) for lv in levels)
     counts = np.zeros((n_groups, n_threads, N_COUNTS), np.int64)
     # stream table per thread: [last line, furthest prefetched, stamp]; never-used entries have
     # stamp 0 and are taken lowest index first, as in the kernel

@@ -121,30 +121,25 @@ def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, me
     C, Gc, T = starts_c.shape
     n_b = job.n
     chunk = register_chunk(cpu)
-    levels = []
-    for c in range(C):
-        l1 = cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)
-        l2 = cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)
-        l3 = cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)
-        levels.append((l1, l2, l3))
-    stack = lambda i, j: np.stack([lv[i][j] for lv in levels])   # noqa: E731
-    l1t, l1s, l2t, l2s, l3t, l3s = stack(0, 0), stack(0, 1), stack(1, 0), stack(1, 1), stack(2, 0), stack(2, 1)
+    l1 = np.stack([cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)] * C)
+    l2 = np.stack([cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)] * C)
+    l3 = np.stack([cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)] * C)
     pf_last = np.full((C, T, cpu.pf_streams), -10, np.int64)
     pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
     pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
     # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1t[c], l1s[c],
-                                    l2t[c], l2s[c], l3t[c], l3s[c], cpu.l2_private, False, 0)
+    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1[c], l2[c],
+                                    l3[c], cpu.l2_private, False, 0)
                      for c in range(C)], np.int64)
     counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
     if C == 1:
         cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
-                       l1t[0], l1s[0], l2t[0], l2s[0], l3t[0], l3s[0], cpu.l2_private, False,
+                       l1[0], l2[0], l3[0], cpu.l2_private, False,
                        pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
                        counts_c[0], now0[0])
     else:
         cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
-                       l1t, l1s, l2t, l2s, l3t, l3s, cpu.l2_private, False,
+                       l1, l2, l3, cpu.l2_private, False,
                        pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
     return counts_c
 
