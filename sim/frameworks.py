@@ -115,7 +115,7 @@ def find_framework(name_or_path: str | os.PathLike) -> Path:
     f = frameworks_dir() / f"{name_or_path}.yaml"
     if f.is_file():
         return f
-    raise ConfigError(None, "framework", f"unknown framework profile {str(name_or_path)!r} "
+    raise ConfigError(None, "--framework", f"unknown framework profile {str(name_or_path)!r} "
                       f"(bundled: {', '.join(framework_names())})")
 
 

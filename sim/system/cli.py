@@ -64,7 +64,7 @@ def framework_arg(name):
     try:
         return resolve_framework(name)
     except PrunesimError as e:
-        if name is None:
+        if name is None or e.field == "--framework":
             raise
         raise ConfigError(None, "--framework", str(e)) from None
 
