@@ -1,13 +1,17 @@
 """The engine interface: a PhaseJob in, KernelResults out, and the registry of engine families.
 
-An engine is built from one hwconfig (`engine_for(hw)`) and answers two questions about a
-`PhaseJob` (one layer phase: its lowered GEMM, the method's result on the layer's dO, whether the
-method's own work is charged here):
+An engine is built from one hwconfig (`engine_for(hw)`). A `PhaseJob` is one layer phase: its
+lowered GEMM, the method's result on the layer's dO, whether the method's own work is charged here.
 
     supports(job) -> str | None       why it cannot model the job (known before any work), or None
     simulate(job) -> list[KernelResult]
         the GEMM plus the kernels around it (the method's passes, transposes, col2im ...), each a
         KernelResult with a `category`; raises `Unsupported` for a limit found while running.
+    stream(op, dispatch_s, threads) -> KernelResult
+        one non-GEMM kernel of the training step (sim.stepops.StreamOp: BN, ReLU, pooling, adds,
+        the loss, the optimizer) on the engine's streaming model (#13).
+    gemm(m, n, k, ...) -> list[KernelResult]
+        one stand-alone GEMM (`prunesim gemm`).
 
 Engines never decide where a method's work is charged (the driver does: `job.charge_method`), never
 synthesize gradients and never open traces. All times are seconds; cycles are in the engine's own
@@ -133,6 +137,13 @@ class Engine(Protocol):
 
     def step_dtype_bytes(self) -> int:
         """Bytes per activation element of the step's non-GEMM ops on this engine."""
+        ...
+
+    def gemm(self, m: int, n: int, k: int, *, sparse: str | None = None,
+             density: float | None = None, dtype: str | None = None, threads: int = 1,
+             seed: int = 0) -> list[KernelResult]:
+        """One stand-alone GEMM (`prunesim gemm`): N:M `sparse` (GPUs) or CSR `density` (CPUs);
+        each family refuses the other's option with a one-line error."""
         ...
 
 
