@@ -293,7 +293,7 @@ def _sweep_proc(db: Path, *extra: str) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_rows(db: Path, proc: subprocess.Popen, timeout: float = 60.0) -> int:
+def _wait_rows(db: Path, proc: subprocess.Popen, timeout: float = 180.0) -> int:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout and proc.poll() is None:
         if db.exists():
