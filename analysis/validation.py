@@ -133,6 +133,29 @@ HW3_NOT_MODELED = [
 ]
 
 
+# T: Hu et al., "Accelerating Transformer Pre-training with 2:4 Sparsity" (ICML 2024, arXiv
+# 2404.01847). The paper's tables were not retrievable; these are the authors' released timing logs
+# that the replication repository names for its "Acceleration results" (README: "Follow
+# accelerate/run_ffn.sh"): https://github.com/thu-ml/2by4-pretrain-acc-examples, files
+# accelerate/dense-ffn/log.txt and accelerate/sparse-ffn/log.txt (commit 8bce8da5), the "iter 9"
+# line of the run with the stated n_embd and batch_size. What is timed (accelerate/*-ffn/train.py):
+# one nanoGPT MLP (d -> 4d, GELU, 4d -> d, no bias), fp16 autocast, forward + backward, 64
+# micro-steps (config/train_gpt2.py: gradient_accumulation_steps = 8 * 8) per logged iteration,
+# sequence (block_size) 2048; sparse = transposable 2:4 weights (FWD and the backward through W^T
+# sparse). (label, d, batch, dense ms, sparse ms per logged iteration)
+PUB_T_HU24_FFN = [
+    ("d=768 b=16", 768, 16, 987.69, 693.91),
+    ("d=1024 b=16", 1024, 16, 1646.44, 1171.33),
+    ("d=2048 b=16", 2048, 16, 6146.84, 3900.84),
+    ("d=2560 b=16", 2560, 16, 9457.68, 5962.66),
+]
+T_SEQ = 2048
+T_MICRO_STEPS = 64
+T_HW = "a100-sxm4-40gb"   # assumed: the logs do not name the GPU (see rows_t_literature's note)
+T_SRC = ("https://github.com/thu-ml/2by4-pretrain-acc-examples accelerate/{dense,sparse}-ffn/log.txt "
+         "(commit 8bce8da5), 'iter 9' line; paper: https://arxiv.org/abs/2404.01847")
+
+
 # ---------------------------------------------------------------------------------------------
 # rows
 
@@ -835,6 +858,30 @@ def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
 # ---- D accuracy (inputs of TTA studies, not model outputs) ---------------------------------
 
 
+# ---- T (2:4 transformer training, literature) ----------------------------------------------
+
+
+def rows_t_literature(quick: bool = False) -> Iterator[Row]:
+    """Hu et al. 2024's released FFN fwd+bwd timings vs the model's GEMMs + w24t passes."""
+    errs = []
+    for label, d, b, d_ms, s_ms in PUB_T_HU24_FFN[:2] if quick else PUB_T_HU24_FFN:
+        tokens = b * T_SEQ
+        dm, sm = _mlp_seconds(T_HW, tokens, d, 4 * d, "w24t")
+        spd, mod = d_ms / s_ms, dm / sm
+        errs.append(abs(mod - spd))
+        pub_step = d_ms / T_MICRO_STEPS
+        yield Row("T", f"2:4 FFN fwd+bwd speedup, GPT-2-style MLP {label} seq {T_SEQ} (Hu et al. 2024)",
+                  spd, mod, "x", f"{T_HW} / MLP {tokens}x{d}x{4 * d} fp16 / w24t; {T_SRC}",
+                  note=f"published {d_ms} -> {s_ms} ms per {T_MICRO_STEPS} micro-steps; modeled GEMMs "
+                       f"+ w24t passes {dm * 1e3:.2f} -> {sm * 1e3:.2f} ms per micro-step (GELU, casts "
+                       f"not counted). GPU not named in the logs: A100 assumed; the published dense "
+                       f"micro-step ({pub_step:.2f} ms) is {pub_step / (dm * 1e3):.1f}x the modeled "
+                       f"A100 one, so the logs may come from a slower GPU (e.g. an RTX 3090)")
+    yield Row("T", "2:4 FFN speedup (Hu et al. 2024), median absolute error over the rows", None,
+              statistics.median(errs), "x", status="qualitative",
+              note="compare, never fit: no parameter was tuned to these logs")
+
+
 def rows_d_accuracy(quick: bool = False) -> Iterator[Row]:
     names = ("dense", "random", "magnitude", "rescaled magnitude")
     for net, accs in PUB_D_ACCURACY.items():
@@ -850,13 +897,15 @@ def rows_d_accuracy(quick: bool = False) -> Iterator[Row]:
 GROUPS: dict[str, tuple[str, Callable]] = {
     "hw3": ("HW3", rows_hw3), "d": ("D", rows_d_tensorcore),
     "d-step": ("D", rows_d_whole_step), "b": ("B", rows_b), "c": ("C", rows_c),
-    "a": ("A", rows_a), "d-accuracy": ("D", rows_d_accuracy)}
+    "a": ("A", rows_a), "d-accuracy": ("D", rows_d_accuracy),
+    "t": ("T", rows_t_literature)}
 SECTION_TITLES = {
     "A": "A. Ye et al. 2020: DBTD + stochastic pruning on CPUs",
     "B": "B. Wang et al. 2019: approximate WGC on a TITAN Xp",
     "C": "C. PruneTrain (Lym et al. 2019)",
     "D": "D. SDGP (McDanel et al. 2022) on A100",
-    "HW3": "HARDWARE.md §3: measured 2:4 sparse vs dense GEMMs"}
+    "HW3": "HARDWARE.md §3: measured 2:4 sparse vs dense GEMMs",
+    "T": "T. 2:4 transformer training (literature: Hu et al. 2024)"}
 
 
 def compute(quick: bool = False, groups: tuple[str, ...] | None = None, log=None,
@@ -946,7 +995,7 @@ def markdown(rows: list[Row], command: str, seconds: float, quick: bool) -> str:
     out += [f"{len(rows)} rows: {n_ok} computed, {n_fail} failed, "
             f"{sum(r.status == 'input' for r in rows)} inputs, "
             f"{sum(r.status == 'not-modeled' for r in rows)} not modeled.", ""]
-    for sec in ("A", "B", "C", "D", "HW3"):
+    for sec in ("A", "B", "C", "D", "HW3", "T"):
         rs = [r for r in rows if r.section == sec]
         out += [f"## {SECTION_TITLES[sec]}", ""]
         if not rs:

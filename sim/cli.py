@@ -413,7 +413,7 @@ def _add_result_commands(sub) -> None:
                    help="replace an existing --out that validate did not write")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
     p.add_argument("--only", action="append", default=None,
-                   choices=("hw3", "d", "b", "c", "a", "d-accuracy"),
+                   choices=("hw3", "d", "b", "c", "a", "d-accuracy", "t"),
                    help="only these row groups (repeatable; default all)")
     _handler(p, "analysis.validation:cmd_validate")
 

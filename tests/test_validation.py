@@ -88,3 +88,15 @@ def test_whole_step_rows_compute():
     cnn = [r for r in e2e if "2-layer CNN" in r.what]
     assert cnn and all("switching" in r.note for r in cnn)
     assert all("GEMMs alone" in r.note for r in e2e if r.section == "B")
+
+
+def test_literature_group_computes():
+    """Section T (Hu et al. 2024's released FFN timings) computes offline, quick subset included."""
+    rows = v.compute(quick=True, groups=("t",))
+    assert not [r for r in rows if r.status == "failed"]
+    speed = [r for r in rows if r.status == "ok"]
+    assert len(speed) == 2 and all(r.section == "T" for r in rows)
+    for r in speed:
+        assert r.unit == "x" and "github.com/thu-ml/2by4-pretrain-acc-examples" in r.source
+        assert 1.0 < r.modeled < 2.0 and math.isfinite(r.rel_error), r.what
+    assert "T" in v.SECTION_TITLES and "## T." in v.markdown(rows, "test", 1.0, True)
