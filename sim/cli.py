@@ -13,6 +13,10 @@ from sim import __version__
 from sim.errors import PrunesimError
 
 
+# `validate --only` row groups; analysis.validation.GROUPS holds them (sim/ does not import
+# analysis/: tests/test_validation.py keeps the two equal)
+VALIDATION_GROUPS = ("hw3", "d", "d-step", "b", "c", "a", "d-accuracy", "t")
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -413,7 +417,7 @@ def _add_result_commands(sub) -> None:
                    help="replace an existing --out that validate did not write")
     p.add_argument("--quick", action="store_true", help="skip the slowest rows")
     p.add_argument("--only", action="append", default=None,
-                   choices=("hw3", "d", "b", "c", "a", "d-accuracy", "t"),
+                   choices=VALIDATION_GROUPS,
                    help="only these row groups (repeatable; default all)")
     _handler(p, "analysis.validation:cmd_validate")
 

@@ -100,3 +100,9 @@ def test_literature_group_computes():
         assert r.unit == "x" and "github.com/thu-ml/2by4-pretrain-acc-examples" in r.source
         assert 1.0 < r.modeled < 2.0 and math.isfinite(r.rel_error), r.what
     assert "T" in v.SECTION_TITLES and "## T." in v.markdown(rows, "test", 1.0, True)
+
+
+def test_validate_only_offers_every_row_group():
+    from analysis.validation import GROUPS
+    from sim.cli import VALIDATION_GROUPS
+    assert set(VALIDATION_GROUPS) == set(GROUPS)
