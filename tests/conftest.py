@@ -40,6 +40,17 @@ CNN2_LOG = [
 CNN2_PROVENANCE = {"model": "cnn2", "dataset": "synthetic-test", "method": "dense", "seed": 1234}
 
 
+def run_main(argv, capsys):
+    """`prunesim ARGV` in this process: (exit status, stdout, stderr)."""
+    from sim.cli import main
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
 def heavy_tailed(rng: np.random.Generator, shape, dtype, density: float = 0.4,
                  scale: float = 1e-3) -> np.ndarray:
     """ReLU-sparse, Student-t(3) distributed values like real activation gradients."""

@@ -9,20 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
 from sim.engines.gpu import calibrate as cg
 from sim.hwconfig import load_hwconfig
 
 FIXTURE = Path(__file__).parent / "data" / "gpu_measurements_example.json"
 
 
-def _run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from conftest import run_main as _run  # noqa: E402  (prunesim ARGV in-process)
 
 
 def _one_line_error(rc, err) -> str:

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from sim.cli import main
 from sim.methods import PARAMS, parse_method
 
 # a second value for every parameter (each differs from its default)
@@ -25,13 +24,7 @@ def _cases():
             yield mid, k
 
 
-def _run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from conftest import run_main as _run  # noqa: E402  (prunesim ARGV in-process)
 
 
 def _refused(rc, err) -> bool:
