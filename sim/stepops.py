@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from sim.errors import WorkloadError
-from sim.workload import Workload
+from sim.workload import TOKEN_OPS, Workload, tensor_chw
 
 PHASES = ("fwd-ops", "bwd-ops", "optimizer")
 PARAM_BYTES = 4      # FP32 master weights, gradients, momentum / Adam state, BN statistics
@@ -91,37 +91,6 @@ class _Emit:
                              int(math.ceil(wfp))))
 
 
-def _shapes(wl: Workload) -> dict[str, tuple[int, int, int]]:
-    """(C, H, W) of every tensor, inferred as sim/workload.py does (layers carry their own)."""
-    shapes: dict[str, tuple[int, int, int]] = {"x": tuple(wl.input_shape)}  # type: ignore
-    layers = {l.name: l for l in wl.layers}
-    inferred = dict(wl.shapes)
-    for op in wl.ops:
-        ins = op["in"] if isinstance(op["in"], list) else [op["in"]]
-        l = layers.get(op["name"])
-        if l is not None:
-            shapes.setdefault(ins[0], (l.c_in, l.h, l.w) if l.op in ("conv", "linear", "matmul")
-                              else (l.c_in, 1, 1))
-            shapes[op["out"]] = (l.c_out, l.p, l.q)
-            continue
-        if op.get("op") in _TOKEN_OPS and op["out"] in inferred:
-            shapes[op["out"]] = inferred[op["out"]]   # as sim/workload.py inferred it
-            continue
-        if ins[0] not in shapes:
-            raise WorkloadError(wl.origin, f"{op['name']}.in", f"tensor {ins[0]!r} has no shape")
-        c, h, w = shapes[ins[0]]
-        if op.get("op") == "pool":
-            if op.get("global"):
-                shapes[op["out"]] = (c, 1, 1)
-            else:
-                k = op["kernel"]
-                s, p = op.get("stride", k), op.get("pad", 0)
-                shapes[op["out"]] = (c, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
-        else:
-            shapes[op["out"]] = (c, h, w)
-    return shapes
-
-
 def _numel(shape: tuple[int, int, int], batch: int) -> int:
     return batch * shape[0] * shape[1] * shape[2]
 
@@ -168,7 +137,7 @@ def step_ops(workload: Workload, batch: int, *, profile, dtype_bytes: int = 2,
     if not profile.step_ops:
         return []     # gemm-only: the engines' GEMMs are the whole step (today's numbers)
     e = _Emit(dtype_bytes)
-    shapes = _shapes(workload)
+    shapes = tensor_chw(workload)
     consumers = _consumers(workload)
     layers = {l.name: l for l in workload.layers}
     pairs = _bn_add_relu_pairs(workload, profile, consumers)
@@ -378,7 +347,7 @@ def _add_ops(e: _Emit, op: dict, batch: int, profile, shapes, bwd: list, absorbe
 # and writing whole tensors once per pass as above; FLOP counts of the transcendental ops are
 # estimates (an exp or tanh counted as a few FLOPs).
 
-_TOKEN_OPS = ("layernorm", "gelu", "softmax", "dropout", "embedding", "tokens", "select", "slice")
+_TOKEN_OPS = TOKEN_OPS
 
 
 def _linear_ops(e: _Emit, l, batch: int, profile, bwd: list) -> None:

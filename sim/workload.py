@@ -855,6 +855,46 @@ def split_workload_params(name_or_path: str | os.PathLike) -> tuple[str | os.Pat
     return base, out
 
 
+# the transformer ops that change a token tensor's layout (their shapes are inferred on load)
+TOKEN_OPS = ("layernorm", "gelu", "softmax", "dropout", "embedding", "tokens", "select", "slice")
+
+
+def tensor_chw(wl: Workload) -> dict[str, tuple[int, int, int]]:
+    """(C, H, W) per sample of every tensor, walked from the layers' current widths.
+
+    `Workload.shapes` holds the shapes as the file was inferred; a workload narrowed by
+    sim.system.trajectory.apply_widths (PruneTrain) keeps those, so everything that sizes tensors
+    (sim.stepops, sim.system.memory) walks the ops here instead. Token ops (transformers, never
+    narrowed) take the inferred shape."""
+    shapes: dict[str, tuple[int, int, int]] = {"x": tuple(wl.input_shape)}  # type: ignore
+    layers = {l.name: l for l in wl.layers}
+    inferred = dict(wl.shapes)
+    for op in wl.ops:
+        ins = op["in"] if isinstance(op["in"], list) else [op["in"]]
+        l = layers.get(op["name"])
+        if l is not None:
+            shapes.setdefault(ins[0], (l.c_in, l.h, l.w) if l.op in ("conv", "linear", "matmul")
+                              else (l.c_in, 1, 1))
+            shapes[op["out"]] = (l.c_out, l.p, l.q)
+            continue
+        if op.get("op") in TOKEN_OPS and op["out"] in inferred:
+            shapes[op["out"]] = inferred[op["out"]]   # as sim/workload.py inferred it
+            continue
+        if ins[0] not in shapes:
+            raise WorkloadError(wl.origin, f"{op['name']}.in", f"tensor {ins[0]!r} has no shape")
+        c, h, w = shapes[ins[0]]
+        if op.get("op") == "pool":
+            if op.get("global"):
+                shapes[op["out"]] = (c, 1, 1)
+            else:
+                k = op["kernel"]
+                s, p = op.get("stride", k), op.get("pad", 0)
+                shapes[op["out"]] = (c, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1)
+        else:
+            shapes[op["out"]] = (c, h, w)
+    return shapes
+
+
 def load_workload(name_or_path: str | os.PathLike) -> Workload:
     """Load a zoo workload by name, or any workload YAML by path, fully validated.
 

@@ -190,3 +190,15 @@ def test_workload_show_json_has_phase_flops():
     d = json.loads(out.stdout)
     assert d["workload_params"] == {"seq": 256} and d["params"] == EXACT["gpt2-small"]
     assert set(d["flops"]) == {"fwd", "agbp", "wgc"} and d["flops"]["fwd"] > 0
+
+
+def test_memory_model_sizes_transformer_tensors():
+    """sim.system.memory walks the same shapes as the step ops (sim.workload.tensor_chw): a token
+    tensor is C x T, and the MLP's hidden tensor is 4x the width."""
+    from sim.system.memory import tensor_elems
+    from sim.workload import tensor_chw
+    w = load_workload("vit-tiny")
+    chw, el = tensor_chw(w), tensor_elems(w)
+    assert set(chw) == set(el) and all(el[t] == c * h * x for t, (c, h, x) in chw.items())
+    fc1 = next(l for l in w.layers if l.op == "linear" and l.c_out == 4 * l.c_in)
+    assert el[fc1.out_tensor] == 4 * el[fc1.in_tensor]

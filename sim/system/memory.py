@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.workload import Workload
+from sim.workload import Workload, tensor_chw
 
 PARAM_BYTES = 4
 INDEX_BYTES = 8   # max-pool argmax indices are int64 in PyTorch
@@ -46,27 +46,7 @@ class Footprint:
 
 def tensor_elems(workload: Workload) -> dict[str, int]:
     """Elements per sample of every named tensor, following the ops with the layers' widths."""
-    layers = {l.name: l for l in workload.layers}
-    c, h, w = workload.input_shape
-    shp = {"x": (c, h, w)}
-    for l in workload.layers:            # declared tensors (capture) enter via their consumers
-        shp.setdefault(l.in_tensor, (l.c_in, l.h, l.w) if l.op == "conv" else (l.c_in, 1, 1))
-    for op in workload.ops:
-        kind = op["op"]
-        if kind in ("conv", "fc"):
-            l = layers[op["name"]]
-            shp[op["out"]] = (l.c_out, l.p, l.q)
-        elif kind == "pool":
-            ci, hi, wi = shp[op["in"]]
-            if op.get("global", False):
-                shp[op["out"]] = (ci, 1, 1)
-            else:
-                k = op["kernel"]
-                s, pd = op.get("stride", k), op.get("pad", 0)
-                shp[op["out"]] = (ci, (hi + 2 * pd - k) // s + 1, (wi + 2 * pd - k) // s + 1)
-        else:
-            shp[op["out"]] = shp[op["in"][0]]
-    return {t: a * b * d for t, (a, b, d) in shp.items()}
+    return {t: a * b * d for t, (a, b, d) in tensor_chw(workload).items()}
 
 
 def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: int = 0) -> Footprint:
