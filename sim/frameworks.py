@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.hwconfig import parse_quantity
+from sim.hwconfig import parse_quantity, sourced_entry
 from sim.yamlio import load_yaml_file
 
 SCHEMA_VERSION = 1
@@ -162,13 +162,8 @@ def framework_from_dict(doc: Any, origin: str = "<framework>") -> FrameworkProfi
         fld = f"params.{pname}"
         if pname not in _PARAMS:
             raise ConfigError(file, fld, f"unknown parameter (known: {', '.join(sorted(_PARAMS))})")
-        if not isinstance(entry, dict) or set(entry) - {"value", "source"} or "value" not in entry:
-            raise ConfigError(file, fld, "expected {value: ..., source: ...}")
-        src = entry.get("source")
-        if not isinstance(src, str) or not src.strip():
-            raise ConfigError(file, fld + ".source", "every parameter needs a source (a document, "
-                              "or 'estimate: <reasoning>')")
-        values[pname] = _value(pname, entry["value"], file, fld + ".value")
+        raw, src = sourced_entry(entry, file, fld, "a document, or 'estimate: <reasoning>'")
+        values[pname] = _value(pname, raw, file, fld + ".value")
         sources[pname] = src
         written[pname] = [entry["value"], src]
     step_ops = values.get("step_ops", "all") == "all"

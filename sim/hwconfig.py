@@ -165,6 +165,17 @@ def _physical(dimension: str, v: Any, raw: Any, file: str, fld: str) -> None:
                               f"{dimension} (sim/limits.py)")
 
 
+def sourced_entry(entry: Any, file: str, fld: str, kinds: str) -> tuple[Any, str]:
+    """(raw value, source) of a `{value, source}` parameter entry (hwconfigs, framework
+    profiles); `kinds` says in the error what a source may be."""
+    if not isinstance(entry, dict) or set(entry) - {"value", "source"} or "value" not in entry:
+        raise ConfigError(file, fld, "expected {value: ..., source: ...}")
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise ConfigError(file, fld + ".source", f"every parameter needs a source ({kinds})")
+    return entry["value"], source
+
+
 def spec_values(hw: "HwConfig", fields: dict[str, Field]) -> dict[str, Any]:
     """{attr: SI value} of every declared field with an `attr`: what an engine's spec dataclass is
     built from by keyword (counts as int, quantities as float, text and lists as they are)."""
@@ -258,13 +269,9 @@ def load_hwconfig(name_or_path: str | os.PathLike) -> HwConfig:
         if name not in spec:
             raise ConfigError(src_file, fld, f"unknown parameter for a {kind} config (known: "
                               f"{', '.join(sorted(spec))})")
-        if not isinstance(entry, dict) or set(entry) - {"value", "source"} or "value" not in entry:
-            raise ConfigError(src_file, fld, "expected {value: ..., source: ...}")
-        source = entry.get("source")
-        if not isinstance(source, str) or not source.strip():
-            raise ConfigError(src_file, fld + ".source", "every parameter needs a source (datasheet, "
-                              "paper, or 'calibrated on <machine> by prunesim calibrate')")
-        value = _check_value(spec[name], entry["value"], src_file, fld + ".value")
+        raw, source = sourced_entry(entry, src_file, fld, "datasheet, paper, or 'calibrated on "
+                                    "<machine> by prunesim calibrate'")
+        value = _check_value(spec[name], raw, src_file, fld + ".value")
         params[name] = Quantity(value, str(entry["value"]), source)
     for name, f in spec.items():
         if f.required and name not in params:
