@@ -176,6 +176,22 @@ def sourced_entry(entry: Any, file: str, fld: str, kinds: str) -> tuple[Any, str
     return entry["value"], source
 
 
+# the last line of a hwconfig `prunesim calibrate` (CPU or --gpu) wrote
+SEAL = "# written by prunesim calibrate; sha256 of the lines above: "
+
+
+def calibrated_entry(key: str, value, source: str) -> str:
+    """One `params:` line of a calibrated hwconfig: `  key: {value: V, source: "S"}`."""
+    v = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    return f"  {key}: {{value: {json.dumps(v) if isinstance(v, str) else v}, source: {json.dumps(source)}}}"
+
+
+def calibration_seal(body: str) -> str:
+    """The last line of a calibrated hwconfig: the checksum of the text above it, so a file edited
+    since (values or sources) is the user's and is replaced only with --force."""
+    return f"{SEAL}{hashlib.sha256(body.encode()).hexdigest()}\n"
+
+
 def spec_values(hw: "HwConfig", fields: dict[str, Field]) -> dict[str, Any]:
     """{attr: SI value} of every declared field with an `attr`: what an engine's spec dataclass is
     built from by keyword (counts as int, quantities as float, text and lists as they are)."""

@@ -13,7 +13,6 @@ fields no measurement here can reach say "[U] not measured".
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from sim.errors import ConfigError
+from sim.hwconfig import SEAL, calibrated_entry, calibration_seal
 
 
 # ---- measurement kernels (each small, typed, with a NumPy twin used in the tests) ---------------
@@ -224,11 +224,6 @@ def predict_sparse(hw, m, n, k, density, seed=0) -> float:
 # ---- writing the hwconfig ------------------------------------------------------------------------
 
 
-def _yaml_entry(key: str, value, source: str) -> str:
-    v = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-    return f"  {key}: {{value: {json.dumps(v) if isinstance(v, str) else v}, source: {json.dumps(source)}}}"
-
-
 _U = "[U] not measured by calibrate; typical of current "
 
 
@@ -414,23 +409,16 @@ def calibrate(out: str, quick: bool = False, log=print) -> Path:
 
 DEFAULT_OUT = "hwconfigs/host.yaml"
 MARK = "measured by prunesim calibrate"   # the end of every calibrated hwconfig's description
-SEAL = "# written by prunesim calibrate; sha256 of the lines above: "
 
 
 def _write(path: Path, host: str, model: str, p: dict) -> None:
     from sim.outputs import write_atomic
     lines = ["schema: 1", f"name: {json.dumps('host-' + host)}", "kind: cpu",
              f"description: {json.dumps(f'{model}, {MARK}')}", "params:"]
-    lines += [_yaml_entry(k, v, s) for k, (v, s) in p.items()]
+    lines += [calibrated_entry(k, v, s) for k, (v, s) in p.items()]
     body = "\n".join(lines) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda tmp: tmp.write_text(body + _seal(body)))
-
-
-def _seal(body: str) -> str:
-    """The last line of a calibrated hwconfig: the checksum of the text above it, so a file edited
-    since (values or sources) is the user's and is replaced only with --force."""
-    return f"{SEAL}{hashlib.sha256(body.encode()).hexdigest()}\n"
+    write_atomic(path, lambda tmp: tmp.write_text(body + calibration_seal(body)))
 
 
 def is_calibrated_hwconfig(path: Path) -> bool:
@@ -447,7 +435,7 @@ def is_calibrated_hwconfig(path: Path) -> bool:
         return False
     body, sep, last = text[:-1].rpartition("\n")
     if last.startswith(SEAL):
-        return text.endswith("\n") and _seal(body + sep) == last + "\n"
+        return text.endswith("\n") and calibration_seal(body + sep) == last + "\n"
     try:
         doc = load_yaml_file(path, ConfigError)
     except (PrunesimError, OSError):

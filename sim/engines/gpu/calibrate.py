@@ -235,7 +235,7 @@ def base_for(device: str) -> str:
 
 def hwconfig_text(base_name: str, device: str, fitted: dict) -> str:
     """A hwconfig `base:` the bundled one, overriding only the fitted fields (sealed)."""
-    from sim.engines.cpu.calibrate import _seal, _yaml_entry
+    from sim.hwconfig import calibrated_entry, calibration_seal
     lines = ["schema: 1", f"name: {json.dumps(base_name + '-' + slug(device))}", "kind: gpu",
              "description: " + json.dumps(f"{device}: {base_name} with its free parameters "
                                           f"calibrated on {device} {MARK}"),
@@ -243,9 +243,9 @@ def hwconfig_text(base_name: str, device: str, fitted: dict) -> str:
     for f, (v, p, es) in fitted.items():
         src = (f"calibrated on {device} {MARK}: {p.means}, fitted to {len(es)} measured "
                f"{'/'.join(sorted({e['kind'] for e in es}))} entries (log least squares)")
-        lines.append(_yaml_entry(f, f"{v / p.scale:.6g} {p.unit}", src))
+        lines.append(calibrated_entry(f, f"{v / p.scale:.6g} {p.unit}", src))
     body = "\n".join(lines) + "\n"
-    return body + _seal(body)
+    return body + calibration_seal(body)
 
 
 # ---- measuring (needs PyTorch with CUDA) -------------------------------------------------------
