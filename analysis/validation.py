@@ -216,8 +216,8 @@ def _conv_phase_seconds(hw, wl, batch, method=None):
                 tot[ph] += k.seconds
                 if ph != "agbp":
                     continue
-                kind = "gemm" if k.kernel == "gemm" else "col2im" if k.kernel == "col2im" \
-                    else "epilogue" if k.kernel.endswith("-fused-epilogue") else "pass"
+                kind = ("gemm" if k.category == "math" else "col2im" if k.category == "memory"
+                        else "epilogue" if k.details.get("fused") else "pass")
                 agbp[kind] += k.seconds
                 w = k.details.get("work") if k.category == "method-overhead" else None
                 if w and kind == "epilogue" or w and kind == "pass" and w["passes"] == 1:
