@@ -42,12 +42,29 @@ class RunConfig:
     weight_decay: float = 1e-4
     seed: int = 0
     decay_at: tuple[float, ...] = (0.5, 0.75)   # x0.1 at these fractions of the epochs
+    # steps of one (virtual) epoch at the initial batch; None: one pass over the data. A virtual
+    # epoch lets a small dataset follow another dataset's schedule step for step (PAPER_CIFAR).
+    epoch_steps: int | None = None
+    dynamic_batch: bool = True     # grow the mini-batch after reconfigurations (lr scaled with it)
+    shift: int = 0                 # random-translation augmentation, +-shift pixels (0: none)
 
     @property
     def name(self) -> str:
         return (f"{self.workload}-{self.dataset}{self.size}-rho{self.rho:g}-i{self.interval}"
                 f"-e{self.epochs}-b{self.batch}-lr{self.lr:g}"
-                + ("" if self.decay_at == (0.5, 0.75) else "-d" + "_".join(f"{f:g}" for f in self.decay_at)))
+                + ("" if self.decay_at == (0.5, 0.75) else "-d" + "_".join(f"{f:g}" for f in self.decay_at))
+                + (f"-s{self.epoch_steps}" if self.epoch_steps else "")
+                + ("" if self.dynamic_batch else "-fixedb")
+                + (f"-aug{self.shift}" if self.shift else ""))
+
+
+# PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
+# x0.1 at 50 % / 75 %) replayed on a small dataset at batch 32 and lr 0.2: a virtual epoch of 196
+# steps gives every epoch the paper's lr x steps (0.2 x 196 = 0.1 x 391 + 0.3 %), so the lasso dose
+# of epoch e is the paper's epoch e for the same network and rho (same lambda / n0: CE0 = ln 10 on
+# both 10-class sets). Per-sample lr (lr / batch) is 8x the paper's: the price of a CPU budget.
+PAPER_CIFAR = dict(epochs=182, batch=32, lr=0.2, decay_at=(0.5, 0.75), epoch_steps=196,
+                   dynamic_batch=False, shift=1)
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
@@ -72,8 +89,10 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
     model = build_model(wl0)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                           weight_decay=cfg.weight_decay)
-    pt = PruneTrain(wl0, rho=cfg.rho, interval=cfg.interval, batch=cfg.batch)
+    pt = PruneTrain(wl0, rho=cfg.rho, interval=cfg.interval, batch=cfg.batch,
+                    max_batch=None if cfg.dynamic_batch else cfg.batch)
     gen = torch.Generator().manual_seed(cfg.seed)
+    batches = _batches(n, cfg, gen)
     points = {0: {}}
     per_epoch = []
     dose = 0.0
@@ -83,11 +102,10 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
         lr = lr_at(cfg, e) * pt.lr_scale
         for g in opt.param_groups:
             g["lr"] = lr
-        perm = torch.randperm(n, generator=gen)
         steps, ce_sum = 0, 0.0
-        for i in range(0, n - pt.batch + 1, pt.batch):
-            idx = perm[i:i + pt.batch]
-            ce = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+        for idx in batches(pt.batch):
+            xb = _shifted(x[idx], cfg.shift, gen) if cfg.shift else x[idx]
+            ce = torch.nn.functional.cross_entropy(model(xb), y[idx])
             loss = pt.loss(ce, model)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -121,11 +139,50 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
             "run": {"rho": cfg.rho, "interval": cfg.interval, "dataset": cfg.dataset,
                     "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
                     "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
+                    "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
+                    "shift": cfg.shift,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
                     "space_channels": chans0, "torch": str(torch.__version__)},
             "per_epoch": per_epoch}
+
+
+def _batches(n: int, cfg: RunConfig, gen):
+    """batches(batch) -> the index tensors of one epoch. Without epoch_steps: one shuffled pass
+    (the last partial batch dropped). With it: epoch_steps * initial batch samples drawn from a
+    running sequence of shuffled passes, so a grown batch takes fewer steps per epoch."""
+    import torch
+    state = {"perm": torch.randperm(n, generator=gen), "at": 0}
+
+    def take(b: int):
+        if state["at"] + b > n:
+            state["perm"], state["at"] = torch.randperm(n, generator=gen), 0
+        state["at"] += b
+        return state["perm"][state["at"] - b:state["at"]]
+
+    def epoch(b: int):
+        if cfg.epoch_steps is None:
+            perm = torch.randperm(n, generator=gen)
+            return [perm[i:i + b] for i in range(0, n - b + 1, b)]
+        return [take(b) for _ in range(max(1, round(cfg.epoch_steps * cfg.batch / b)))]
+    return epoch
+
+
+def _shifted(xb, shift: int, gen):
+    """Random translation by up to +-shift pixels (zero padding), one offset per sample: CIFAR's
+    pad-and-crop augmentation at the run's image size."""
+    import torch
+    h, w = xb.shape[-2:]
+    pad = torch.nn.functional.pad(xb, (shift, shift, shift, shift))
+    off = torch.randint(0, 2 * shift + 1, (2, xb.shape[0]), generator=gen)
+    out = torch.empty_like(xb)
+    for dy in range(2 * shift + 1):
+        for dx in range(2 * shift + 1):
+            sel = ((off[0] == dy) & (off[1] == dx)).nonzero(as_tuple=True)[0]
+            if len(sel):
+                out[sel] = pad[sel, :, dy:dy + h, dx:dx + w]
+    return out
 
 
 def _out_group_norms(model, workload) -> np.ndarray:
