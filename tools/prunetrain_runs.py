@@ -37,7 +37,10 @@ GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
         # the paper): what the trajectory model's CIFAR and ImageNet predictions lean on
         + [RunConfig("resnet20", r, 10, **PAPER_CIFAR) for r in (0.2, 0.25, 0.1, 0.3)]
         + [RunConfig("resnet32", r, 10, **PAPER_CIFAR) for r in (0.2, 0.25)]
-        + [RunConfig("resnet20", 0.25, 5, **PAPER_CIFAR)])
+        + [RunConfig("resnet20", 0.25, 5, **PAPER_CIFAR)]
+        # a deeper network (3.7x the groups, lambda / n0 3.5x smaller): does the dose clock carry
+        # across networks (the fit's lambda exponent)?
+        + [RunConfig("resnet56", r, 10, **PAPER_CIFAR) for r in (0.2, 0.25)])
 
 
 def main(argv=None) -> int:

@@ -92,6 +92,12 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
             keep[l.in_space][:] = True           # nor the network input's channels
         else:
             keep[l.in_space] |= dense_in_channels(w, l, chans[l.in_space], threshold)
+    for m in keep.values():
+        # a space whose every channel is zero keeps one (channel 0, all zeros): the layers around
+        # it stay well formed, the network computes the same; the trajectory model's width floor
+        # max(1, round(keep * C)) is the same rule
+        if not m.any():
+            m[0] = True
     c_in, c_out = {}, {}
     for l in workload.layers:
         kin = int(keep[l.in_space].sum())
