@@ -265,8 +265,15 @@ def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
 
 
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
-                     fit: Fit | None = None):
-    """Channel widths from each reconfiguration epoch on, from the fitted model."""
+                     fit: Fit | None = None, depth: float = 1.0):
+    """Channel widths from each reconfiguration epoch on, from the fitted model.
+
+    depth scales the pruned fraction, keep' = 1 - depth * (1 - keep) (1: the model). Not a model
+    input: the validation's error budget uses it to feed the engine a trajectory of the model's
+    shape whose FLOPs equal a published figure, separating the engine's error from the
+    trajectory's."""
+    if not (math.isfinite(depth) and depth >= 0.0):
+        raise ConfigError(None, "depth", f"must be a finite number >= 0, got {depth}")
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
@@ -275,9 +282,10 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         for s in plain + res:
-            k = float(fit.keep(rho, u[e - 1], s in res))
+            k = max(0.0, 1.0 - depth * (1.0 - float(fit.keep(rho, u[e - 1], s in res))))
             width[s] = max(1, round(chans[s] * k))
         pts.append((e, layer_widths(workload, chans, width)))
+    scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
                                   f"interval={interval}, clock beta={fit.beta:g} reaches "
-                                  f"{u[-1]:.3g}; {sched.source})")
+                                  f"{u[-1]:.3g}; {sched.source}{scaled})")

@@ -66,9 +66,11 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
 
 
 def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
-                     global_batch: int, samples: int | None = None) -> Trajectory:
+                     global_batch: int, samples: int | None = None,
+                     depth: float = 1.0) -> Trajectory:
     """The default PruneTrain trajectory: the lasso-dose model (sim.system.lasso_model) fitted to
-    the bundled real runs, with rho and the dataset's schedule as inputs."""
+    the bundled real runs, with rho and the dataset's schedule as inputs (depth: see
+    lasso_model.model_trajectory; 1 is the model)."""
     from sim.system.lasso_model import default_schedule, model_trajectory
     ds = workload.dataset or ""
     samples = samples or DATASET_SAMPLES.get(ds)
@@ -76,7 +78,7 @@ def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
                           f"{ds!r} (known: {', '.join(DATASET_SAMPLES)})")
     return model_trajectory(workload, rho, interval,
-                            default_schedule(ds, epochs, global_batch, samples))
+                            default_schedule(ds, epochs, global_batch, samples), depth=depth)
 
 
 def parse_model_spec(text: str) -> dict[str, float]:
