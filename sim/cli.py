@@ -322,11 +322,14 @@ def _add_replay_command(sub) -> None:
     p.add_argument("--gpus", type=_ranged("devices"), default=None,
                    help="with --cluster: devices (default 16, or the cluster's size if smaller)")
     p.add_argument("--epochs", type=_ranged("epochs"), default=None,
-                   help="with --cluster: training epochs (default: the trace's own, from its "
-                        "provenance)")
+                   help="with --cluster, and prunetrain's model trajectory: training epochs "
+                        "(default: the trace's own, from its provenance)")
     p.add_argument("--train-samples", type=_ranged("train_samples"), default=None,
-                   help="with --cluster: training-set size (default: the trace's provenance, "
-                        "else the dataset's)")
+                   help="with --cluster, and prunetrain's model trajectory: training-set size "
+                        "(default: the trace's provenance, else the dataset's)")
+    p.add_argument("--trajectory", default=None, metavar="FILE|model",
+                   help="prunetrain methods: channel trajectory file (default: the lasso-dose "
+                        "model on the trace's training; --epochs/--train-samples change it)")
     p.add_argument("--layers", action="store_true", help="per-layer timing table too")
     p.add_argument("--cache", dest="cache_model", choices=("exact", "profile"), default=None,
                    help="CPU cache misses: exact LRU simulation (default) or reuse-distance profile")

@@ -199,17 +199,24 @@ def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
     need_csr = any(e.hw.kind == "cpu" for e in engines)
     scale = trace.batch / trace.recorded_batch
     for rec, arr, stats in stream_checked(trace, "dO", iteration):
-        layer = w.layer(rec.layer)
-        g = lower(layer, trace.batch)
+        full = w.layer(rec.layer)
+        g_full = lower(full, trace.batch)
         lrows, prows = [], []
         for m in methods:
-            res = apply_method(m, layer, arr, key=stream_key(seed, layer.index, rec.iteration),
+            layer, mg, spec = full, arr, m
+            if hasattr(m, "narrow"):
+                # a PruneTrain column (sim.replay.Combined): the layer at this epoch's widths, its
+                # dO cut to the kept channels, and the gradient method acting on that
+                layer, mg, spec = m.narrow(trace, full, arr, rec.epoch)
+            g = g_full if layer is full else lower(layer, trace.batch)
+            res = apply_method(spec, layer, mg, key=stream_key(seed, layer.index, rec.iteration),
                                batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
                                batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr,
                                dense_output=False)
             mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
             lrows.append(_layer_row(layer, res, m.label, iteration=rec.iteration,
-                                    epoch=rec.epoch, gemms=g, shape=rec.shape, stats=stats))
+                                    epoch=rec.epoch, gemms=g, stats=stats,
+                                    shape=rec.shape if mg is arr else mg.shape))
             for e in engines:
                 prows += phase_rows(e, layer, trace.batch, mr, method=m.label,
                                     iteration=rec.iteration, epoch=rec.epoch, seed=seed)

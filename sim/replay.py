@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from sim.results.tables import (SPEEDUP_RULE, STEP_CAPTION, StreamTable, format_table,
                                 performance_table)
 from sim import __version__
-from sim.errors import ConfigError
+from sim.errors import ConfigError, TraceError
 from sim.driver import LayerRun, Sums, engines_for, run_trace  # noqa: F401 (engines_for: API)
 from sim.engines.energy import NA as NA_ENERGY
-from sim.methods import MethodSpec, parse_method, refuse_unused
+from sim.methods import MethodSpec, parse_combination, parse_method, refuse_unused
 from sim.methods.info import method_info
 from sim.traces.format import Trace, open_checked_trace
 from sim.traces.inspect import finite_or_none
@@ -47,37 +47,185 @@ def framework_for(name, hw_kind: str):
                           else DEFAULT_FRAMEWORK.get(hw_kind, DEFAULT_FRAMEWORK["gpu"]))
 
 
-def step_phase_kernels(engines, workload, batch: int, methods, framework=None) -> dict:
+def step_phase_kernels(engines, workload, batch: int, methods, framework=None,
+                       epochs=None, trace: Trace | None = None) -> dict:
     """{(hw name, method label): (profile, {phase: [KernelResult]})}: the step's non-GEMM kernels
     (sim.driver.step_kernels), once per (hardware, method): they depend on the workload, batch,
-    profile and method, never on the recorded gradient values."""
+    profile and method, never on the recorded gradient values. A PruneTrain column (Combined) runs
+    them on the network narrowed at each of `epochs` (one per replayed iteration; None: epoch 0)
+    with the group-lasso passes, each kernel's seconds divided by their number (a mean step);
+    such columns need the `trace` (their trajectory is the trace's)."""
     from sim.driver import step_kernels
     out = {}
     for e in engines:
         prof = framework_for(framework, e.hw.kind)
         for m in methods:
-            out[(e.hw.name, m.label)] = (prof, step_kernels(e, workload, batch, prof, method=m))
+            if not isinstance(m, Combined):
+                out[(e.hw.name, m.label)] = (prof, step_kernels(e, workload, batch, prof, method=m))
+                continue
+            eps = list(epochs or (0,))
+            per = {ep: step_kernels(e, m.workload_at(trace, ep), batch, prof, method=m.parts)
+                   for ep in set(eps)}
+            out[(e.hw.name, m.label)] = (prof, _mean_kernels([per[ep] for ep in eps]))
     return out
 
 
-def parse_methods(texts: list[str] | tuple[str, ...]) -> list[MethodSpec]:
+def _mean_kernels(steps: list[dict]) -> dict:
+    """The kernels of several steps as one mean step: all of them, seconds / len(steps)."""
+    if len(steps) == 1:
+        return steps[0]
+    from dataclasses import replace
+    n = len(steps)
+    return {ph: [replace(k, cycles=k.cycles / n, flops=k.flops // n,
+                         breakdown={c: v / n for c, v in k.breakdown.items()})
+                 for st in steps for k in st[ph]]
+            for ph in steps[0]}
+
+
+# what a replay can say of the channels PruneTrain keeps (a gradient trace does not record them)
+KEPT_CHANNELS = ("the first k of each narrowed layer's channels (a gradient trace does not say "
+                 "which channels a trajectory keeps)")
+
+
+@dataclass(frozen=True)
+class Combined:
+    """A replay column `prunetrain[:...][+METHOD]`: the network at each replayed iteration's epoch
+    narrowed to the PruneTrain trajectory's widths (sim.system.trajectory.apply_widths), each
+    narrowed layer's captured dO cut to its first c_out channels (KEPT_CHANNELS), and METHOD (dense
+    for prunetrain alone) applied to the cut dO exactly as on a trace of that narrower network.
+
+    `trajectory`: "model" (the lasso-dose model, sim.system.prunetrain.lasso_trajectory, on the
+    trace's dataset, epochs, batch and training-set size from its provenance) or a trajectory file
+    (load_trajectory), resolved per trace on first use (`trajectory_for`)."""
+
+    plan: MethodSpec
+    method: MethodSpec
+    trajectory: str = "model"
+    epochs: int | None = None     # the model's training epochs / set size (None: the trace's)
+    samples: int | None = None
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def parts(self) -> tuple[MethodSpec, ...]:
+        return (self.plan,) if method_info(self.method).is_dense else (self.plan, self.method)
+
+    @property
+    def id(self) -> str:
+        return "+".join(p.id for p in self.parts)
+
+    @property
+    def label(self) -> str:
+        return "+".join(p.label for p in self.parts)
+
+    @property
+    def params(self) -> tuple:
+        """Every part's parameters as `id.param` (flat, so records key on them as on a spec's),
+        and the trajectory when it is a file."""
+        out = [(f"{p.id}.{k}", v) for p in self.parts for k, v in p.params]
+        if self.trajectory != "model":
+            out.append(("trajectory", str(self.trajectory)))
+        out += [(f"training.{k}", v) for k, v in (("epochs", self.epochs),
+                                                   ("samples", self.samples)) if v is not None]
+        return tuple(out)
+
+    def trajectory_for(self, trace: Trace):
+        """The Trajectory of this column on `trace` (resolved once per trace; one-line errors)."""
+        from sim.system.prunetrain import lasso_trajectory, load_trajectory
+        key = ("trajectory", str(trace.path))
+        if key in self._cache:
+            return self._cache[key]
+        if self.trajectory != "model":
+            traj = load_trajectory(self.trajectory, trace.workload)
+        else:
+            v = training_values(trace_training_defaults(trace), None, epochs=self.epochs,
+                                samples=self.samples)
+            for k, fld in (("epochs", "provenance.training.epochs"),
+                           ("samples", "provenance.dataset.train_samples")):
+                if v[k] is None:
+                    raise ConfigError(trace.path / "manifest.json", fld, f"{self.label}: the "
+                                      f"trace does not record it and dataset {v['dataset']!r} has "
+                                      "no default, so the PruneTrain trajectory cannot be placed")
+            traj = lasso_trajectory(trace.workload, self.plan.get("rho"),
+                                    self.plan.get("interval"), int(v["epochs"]), trace.batch,
+                                    int(v["samples"]))
+        self._cache[key] = traj
+        return traj
+
+    def workload_at(self, trace: Trace, epoch: int):
+        """The trace's workload narrowed to the trajectory's widths at `epoch` (cached)."""
+        from sim.system.trajectory import apply_widths
+        key = ("workload", str(trace.path), epoch)
+        if key not in self._cache:
+            self._cache[key] = apply_widths(trace.workload,
+                                            self.trajectory_for(trace).widths_at(epoch))
+        return self._cache[key]
+
+    def narrow(self, trace: Trace, layer, g, epoch: int):
+        """(the narrowed layer, dO cut to its first channels, the gradient method): what
+        sim.driver.run_trace replays for this column at a layer of an iteration of `epoch`."""
+        nl = self.workload_at(trace, epoch).layer(layer.name)
+        if nl is layer:
+            return layer, g, self.method
+        want = nl.tensor_shapes(g.shape[0])["dO"]
+        if len(want) != g.ndim or any(a > b for a, b in zip(want, g.shape)):
+            raise TraceError(trace.path, layer.name, f"narrowed dO {list(want)} does not fit the "
+                             f"recorded {list(g.shape)}")
+        return nl, g[tuple(slice(0, a) for a in want)], self.method
+
+    def record_fields(self, trace: Trace, epochs) -> dict:
+        """What a network record of this column says of its widths: source, epochs, channels."""
+        return {"trajectory": self.trajectory_for(trace).source,
+                "trajectory_epochs": sorted(set(epochs)), "channels_kept": KEPT_CHANNELS}
+
+
+def is_dense_column(m) -> bool:
+    return isinstance(m, MethodSpec) and method_info(m).is_dense
+
+
+def parse_column(text: str, trajectory: str | None = None, epochs: int | None = None,
+                 samples: int | None = None):
+    """A replay column from a spec: a MethodSpec, or a Combined for `prunetrain[...][+METHOD]`
+    (sim.methods.parse_combination refuses pairs that do not compose); `trajectory`, `epochs`
+    and `samples` are a PruneTrain column's (Combined). Raises ValueError."""
+    specs = parse_combination(text)
+    plan = next((s for s in specs if method_info(s).is_channel_plan), None)
+    if plan is None:
+        return specs[0]
+    other = next((s for s in specs if s is not plan), None)
+    if trajectory not in (None, "model"):
+        if set(plan.given) & {"rho", "interval"}:
+            raise ValueError("a trajectory file fixes the channels and their epochs: rho and "
+                             "interval change nothing, leave them out")
+        if epochs or samples:
+            raise ValueError("a trajectory file fixes the channels and their epochs: the "
+                             "training's epochs and size change nothing")
+    return Combined(plan, other or parse_method("dense"), trajectory or "model", epochs, samples)
+
+
+def parse_methods(texts: list[str] | tuple[str, ...], command: str = "replay",
+                  trajectory: str | None = None, epochs: int | None = None,
+                  samples: int | None = None) -> list:
+    """The columns of a replay or sweep (MethodSpec, or Combined for PruneTrain), dense first
+    unless given; every part's options checked against `command` (refuse_unused)."""
     out = []
     for t in texts or DEFAULT_METHODS:
         try:
-            if "+" in str(t):
-                raise ValueError(f"combined method {t!r}: replay applies one method per column; "
-                                 "combinations with prunetrain run in `prunesim train`")
-            spec = parse_method(t)
-            refuse_unused(spec, "replay")
+            col = parse_column(t, trajectory, epochs, samples)
+            for spec in getattr(col, "parts", (col,)):
+                refuse_unused(spec, command)
         except ValueError as e:
             raise ConfigError(None, "--method", str(e)) from None
-        if method_info(spec).is_channel_plan:
-            raise ConfigError(None, "--method", "prunetrain needs a channel trajectory, not a "
-                              "gradient trace (use `prunesim train`)")
-        out.append(spec)
-    if not any(method_info(m).is_dense for m in out):
+        out.append(col)
+    if not any(is_dense_column(m) for m in out):
         out.insert(0, parse_method("dense"))  # every speedup is relative to dense
     return out
+
+
+def check_columns(methods: list, trace: Trace) -> None:
+    """Resolve every PruneTrain column's trajectory on `trace` now: its errors before any work."""
+    for m in methods:
+        if isinstance(m, Combined):
+            m.trajectory_for(trace)
 
 
 def json_row(step: LayerRun) -> dict:
@@ -120,10 +268,12 @@ class Totals:
     iterations: set = field(default_factory=set)
     dens: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
     sums: Sums = field(default_factory=lambda: Sums(("hw", "method")))
-    _step: dict | None = None
+    epochs: dict = field(default_factory=dict)      # replayed iteration -> its epoch
+    _step: dict = field(default_factory=dict)       # epochs -> step_phase_kernels
 
     def add(self, step: LayerRun) -> None:
         self.iterations.add(step.iteration)
+        self.epochs[step.iteration] = step.methods[0].epoch
         for lr in step.methods:
             # Ye et al.'s average is over convs; a transformer's operands are its linears
             # (CNN FC layers stay out, as in their Table 1)
@@ -136,18 +286,30 @@ class Totals:
         return {m.label: self.dens[m.label][0] / self.dens[m.label][1]
                 for m in self.methods if self.dens[m.label][1]}
 
-    def step(self) -> dict:
-        """The step's non-GEMM kernels per (hardware, method) (step_phase_kernels, computed once)."""
-        if self._step is None:
-            self._step = step_phase_kernels(self.engines, self.trace.workload, self.trace.batch,
-                                            self.methods, self.framework)
-        return self._step
+    def step(self, epochs=None) -> dict:
+        """The step's non-GEMM kernels per (hardware, method) (step_phase_kernels, computed once
+        per set of epochs; `epochs` None: those of the replayed iterations)."""
+        if epochs is None:
+            epochs = tuple(self.epochs[i] for i in sorted(self.epochs))
+        if not any(isinstance(m, Combined) for m in self.methods):
+            epochs = ()    # nothing depends on them: one computation serves every call
+        key = tuple(epochs)
+        if key not in self._step:
+            self._step[key] = step_phase_kernels(self.engines, self.trace.workload,
+                                                 self.trace.batch, self.methods, self.framework,
+                                                 key, self.trace)
+        return self._step[key]
 
     def records(self) -> list[dict]:
         """One flat record per (hardware, method): per-iteration phase times and speedups."""
-        return network_records(self.sums.result(), [e.hw for e in self.engines], self.methods,
+        recs = network_records(self.sums.result(), [e.hw for e in self.engines], self.methods,
                                self.trace, self.seed, max(1, len(self.iterations)),
                                self.mean_density(), self.step())
+        cols = {m.label: m for m in self.methods if isinstance(m, Combined)}
+        for r in recs:
+            if r["method"] in cols:
+                r.update(cols[r["method"]].record_fields(self.trace, self.epochs.values()))
+        return recs
 
 
 def network_records(sums: dict, hws, methods, trace: Trace, seed: int, n: int,
@@ -285,6 +447,8 @@ def _name(v) -> str:
 
 def _short(m: MethodSpec) -> str:
     """Column header: the id and its parameter values, e.g. 'dbtd .99/paper'."""
+    if isinstance(m, Combined):
+        return "+".join(_short(p) for p in m.parts)
     vals = "/".join(str(v).replace("0.", ".") for _, v in m.params if v != "sample-channel")
     return f"{m.id} {vals}".strip()
 
@@ -303,16 +467,13 @@ def cmd_replay(args) -> int:
         framework = load_framework(framework)   # a bad profile: one error line before any work
     trace = open_checked_trace(args.trace)
     engines = engines_for(args.hw)
-    methods = parse_methods(getattr(args, "method", []))
+    methods = _replay_columns(args, trace)
     seed = getattr(args, "seed", 0)
     store = None
     if getattr(args, "db", None):
         from sim.results.store import ResultStore
         store = ResultStore(args.db)
     cluster = None
-    for opt in ("gpus", "epochs", "train_samples"):
-        if getattr(args, opt, None) and not getattr(args, "cluster", None):
-            raise ConfigError(None, "--" + opt.replace("_", "-"), "only meaningful with --cluster")
     if getattr(args, "cluster", None):
         from sim.system.cluster import load_cluster
         cluster = training_setup(trace, load_cluster(args.cluster), getattr(args, "gpus", None),
@@ -346,6 +507,28 @@ def cmd_replay(args) -> int:
     if training and not args.json:
         print_training(training)
     return 0
+
+
+def _replay_columns(args, trace: Trace) -> list:
+    """replay's columns; --epochs / --train-samples feed a PruneTrain column's trajectory model
+    and --cluster's estimate, --trajectory a PruneTrain column: refused where nothing reads them."""
+    traj = getattr(args, "trajectory", None)
+    epochs, samples = getattr(args, "epochs", None), getattr(args, "train_samples", None)
+    model = traj in (None, "model")
+    methods = parse_methods(getattr(args, "method", []), "replay", traj,
+                            epochs if model else None, samples if model else None)
+    pt = any(isinstance(m, Combined) for m in methods)
+    cl = getattr(args, "cluster", None)
+    for opt, v, ok, why in (("gpus", getattr(args, "gpus", None), cl, "--cluster"),
+                            ("epochs", epochs, cl or (pt and model),
+                             "--cluster or a prunetrain method's model trajectory"),
+                            ("train_samples", samples, cl or (pt and model),
+                             "--cluster or a prunetrain method's model trajectory"),
+                            ("trajectory", traj, pt, "a prunetrain method")):
+        if v and not ok:
+            raise ConfigError(None, "--" + opt.replace("_", "-"), f"only meaningful with {why}")
+    check_columns(methods, trace)
+    return methods
 
 
 DEFAULT_GPUS = 16   # devices of a training-level estimate unless --gpus says otherwise (the demo's)
@@ -474,7 +657,8 @@ def _replay_rows(args, trace, methods, engines, seed, totals, table, rows_out, l
                                            "-", "-", "-", "-", "-", "-", "not run"])
                         continue
                     sec = {r.phase: r.seconds for r in rs}
-                    ops = layer_step_seconds(totals.step()[(e.hw.name, m.label)][1], {l0.layer})
+                    ops = layer_step_seconds(totals.step((l0.epoch,))[(e.hw.name, m.label)][1],
+                                             {l0.layer})
                     layer_rows.append([l0.iteration, l0.layer, e.hw.name, m.label,
                                        *(f"{sec.get(ph, 0.0) * 1e6:.1f}" for ph in PHASES),
                                        *(f"{ops[ph] * 1e6:.1f}" for ph in ("fwd-ops", "bwd-ops")),

@@ -1,6 +1,8 @@
 """Every method option changes the result of every command that accepts the method, or that
-command refuses it with a one-line error (train, replay, prune; sweep and layer parse specs as replay
-does). Also: the method-spec parser's one-line errors."""
+command refuses it with a one-line error: train, replay (methods alone and each gradient method
+combined with prunetrain), prune, layer, sweep (its specs parse and replay as replay's: its
+refusals are walked) and capture (its method-spec validation: a capture run trains a network).
+Also: the method-spec parser's one-line errors."""
 from __future__ import annotations
 
 import json
@@ -69,10 +71,75 @@ def _prune(spec, capsys, tmp):
     return rc, err, np.load(tmp / "o.npy").tobytes()
 
 
-@pytest.mark.parametrize("command", ["train", "replay", "prune"])
+_HALF: dict = {}
+
+
+def _half_trajectory() -> str:
+    """A trajectory file: every channel space but the input's and the classes' at half its
+    channels from epoch 5 on (multiples of 4 stay multiples of 2: w24/w24t still apply)."""
+    if "path" not in _HALF:
+        import tempfile
+
+        from sim.methods.prunetrain import space_channels
+        from sim.system.trajectory import layer_widths
+        from sim.traces.format import open_trace
+        w = open_trace(TRACE).workload
+        chans = space_channels(w)
+        fixed = {w.layers[0].in_space, w.layers[-1].out_space}
+        width = {sp: c if sp in fixed else max(1, c // 2) for sp, c in chans.items()}
+        f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        f.write(f"workload: {w.name}\npoints:\n  5:\n" + "".join(
+            f"    {n}: [{a}, {b}]\n" for n, a, b in layer_widths(w, chans, width)))
+        f.close()
+        _HALF["path"] = f.name
+    return _HALF["path"]
+
+
+def _replay_combined(spec, capsys):
+    """Each gradient method combined with prunetrain at a late iteration (a half-width trajectory
+    file); prunetrain's own options combined with sdgp-mag on the model trajectory of a
+    CIFAR-sized epoch, the options not walked set where they narrow the network by then."""
+    mid, _, opts = spec.partition(":")
+    if mid == "dense":
+        return 2, "prunesim: error: dense composes with nothing\n", None
+    kw = {"iteration": 600}
+    if mid == "prunetrain":
+        given = dict(o.split("=") for o in opts.split(",") if o)
+        combo = "prunetrain:" + ",".join(f"{k}={given.get(k, v)}" for k, v in
+                                         (("rho", "0.7"), ("interval", "3"))) + "+sdgp-mag"
+        kw.update(train_samples=50_000, iteration=None)   # every epoch: where the widths change
+    else:
+        combo = f"prunetrain+{spec}"
+        kw["trajectory"] = _half_trajectory()
+    from sim.errors import PrunesimError
+    from sim.results.api import replay
+    try:
+        recs = replay(TRACE, ["a100-sxm4-40gb"], [combo], **kw)
+    except PrunesimError as e:
+        return 2, f"prunesim: error: {e}\n", None
+    r = [r for r in recs if r["method"] != "dense"]
+    keep = lambda d: {k: v for k, v in d.items() if k not in ("key", "method", "method_params",
+                                                              "label", "trajectory")}
+    return 0, "", [keep(x) for x in r]
+
+
+def _layer(spec, capsys):
+    argv = ["layer", "--hw", "a100-sxm4-40gb", "--workload", "resnet20", "--layer", "5",
+            "--method", spec, "--json"]
+    rc, out, err = _run(argv, capsys)
+    if rc:
+        return rc, err, None
+    d = json.loads(out)
+    for run in d.get("runs", []):
+        run.pop("method", None)
+    d.pop("method", None)
+    return rc, err, json.dumps(d, sort_keys=True)
+
+
+@pytest.mark.parametrize("command", ["train", "replay", "replay-combined", "prune", "layer"])
 def test_every_option_changes_the_result_or_is_refused(command, capsys, tmp_path):
-    run = {"train": _train, "replay": _replay,
-           "prune": lambda s, c: _prune(s, c, tmp_path)}[command]
+    run = {"train": _train, "replay": _replay, "replay-combined": _replay_combined,
+           "layer": _layer, "prune": lambda s, c: _prune(s, c, tmp_path)}[command]
     silent = []
     for mid, k in _cases():
         base = (command, mid)
@@ -87,6 +154,48 @@ def test_every_option_changes_the_result_or_is_refused(command, capsys, tmp_path
         elif r == r0:
             silent.append(f"{mid}:{k}")
     assert not silent, f"{command}: options accepted but changing nothing: {silent}"
+
+
+def test_sweep_refuses_what_replay_refuses():
+    """sweep parses and replays its method axis as replay does (sim.replay.parse_methods): the
+    same options are refused, alone and combined with prunetrain."""
+    from sim.replay import parse_methods
+    from sim.errors import ConfigError
+
+    def refused(spec, command):
+        try:
+            parse_methods([spec], command)
+        except ConfigError:
+            return True
+        return False
+    for mid, k in _cases():
+        for spec in (f"{mid}:{k}={ALT[k]}", f"prunetrain+{mid}:{k}={ALT[k]}"):
+            assert refused(spec, "sweep") == refused(spec, "replay"), spec
+
+
+def test_capture_options_are_read_or_refused():
+    """capture's method-spec validation (a capture run trains a network: too slow to walk): every
+    option it accepts for a method with a PyTorch twin is read by the capture code, the others are
+    refused in one line (CaptureError naming --method)."""
+    import pathlib
+
+    from sim.capture.methods import as_spec
+    from sim.errors import CaptureError
+    src = "".join(f.read_text() for f in pathlib.Path("sim/capture").glob("*.py"))
+    unread = []
+    for mid, k in _cases():
+        try:
+            as_spec(mid)
+        except CaptureError:
+            continue          # no PyTorch twin: the method itself is refused
+        try:
+            as_spec(f"{mid}:{k}={ALT[k]}")
+        except CaptureError as e:
+            assert e.field == "--method" and "\n" not in str(e), (mid, k)
+            continue
+        if f'"{k}"' not in src:
+            unread.append(f"{mid}:{k}")
+    assert not unread, f"capture accepts options its code never reads: {unread}"
 
 
 def test_duplicate_keys_are_refused(capsys):

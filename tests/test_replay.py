@@ -43,7 +43,8 @@ def test_replay_is_deterministic(capsys):
 
 
 @pytest.mark.parametrize("args", [["--method", "nope"], ["--method", "dbtd:p=3"],
-                                  ["--method", "prunetrain"], ["--iteration", "7"]])
+                                  ["--method", "sdgp-mag+dbtd"], ["--iteration", "7"],
+                                  ["--method", "sdgp-mag", "--trajectory", "model"]])
 def test_replay_bad_arguments_fail_cleanly(capsys, args):
     rc = main(["replay", str(SAMPLE), *args])
     err = capsys.readouterr().err.strip().splitlines()

@@ -178,7 +178,7 @@ def _check_layer_work(args, hw) -> None:
 
 def _layer_inputs(args, hw):
     """(workload, layers, batch, phases, method specs, dtype) of `prunesim layer`."""
-    from sim.methods import parse_method
+    from sim.methods import parse_method, refuse_unused
     from sim.workload import load_workload
     if (args.workload is None) == (args.conv is None):
         raise ConfigError(None, "--workload/--conv", "give exactly one of --workload or --conv")
@@ -198,9 +198,17 @@ def _layer_inputs(args, hw):
     specs = []
     for text in args.method or ["dense"]:
         try:
-            specs.append(parse_method(text))
+            if "+" in str(text):
+                raise ValueError(f"{text!r}: layer times one layer at its dense widths; "
+                                 "combinations with prunetrain run in replay, sweep and train")
+            spec = parse_method(text)
+            refuse_unused(spec, "layer")
         except ValueError as e:
             raise ConfigError(None, "--method", str(e)) from None
+        if method_info(spec).is_channel_plan:
+            raise ConfigError(None, "--method", "prunetrain narrows channels over epochs, not "
+                              "one layer's gradients: use replay (a trace) or train")
+        specs.append(spec)
     dtype = args.dtype
     if hw.kind == "cpu" and dtype not in (None, "fp32"):
         raise ConfigError(hw.path, "--dtype", f"the CPU engine models fp32 (Caffe), not {dtype}")

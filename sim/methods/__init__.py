@@ -190,6 +190,8 @@ IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
               "w24": {"layers": _NOT_MODELLED},
               "w24t": {"layers": _NOT_MODELLED, "search": _NOT_MODELLED}},
     "replay": {"sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
+    # a sweep replays each point as replay does
+    "sweep": {"sdgp-resmag": {"rescale": "rescaling changes values, not work or time"}},
     "prune": {**{m: {"schedule": "prune applies the method to the one tensor given"}
                  for m in ("zero", "approx", "approx-topk")},
               **{m: {"fused": _TIME_ONLY} for m in _FUSABLE},

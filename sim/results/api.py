@@ -15,14 +15,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sim.errors import ConfigError
 from sim.results.store import ResultStore, point_record
 
 
 def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = None, *,
            seed: int = 0, iteration: int | None = None,
            db: str | os.PathLike | None = None, cache_model: str | None = None,
-           framework: str | os.PathLike | None = None) -> list[dict]:
+           framework: str | os.PathLike | None = None, trajectory: str | None = None,
+           epochs: int | None = None, train_samples: int | None = None) -> list[dict]:
     """`prunesim replay TRACE --hw ... --method ...`: one network-level record per (hw, method).
+
+    `trajectory`, `epochs`, `train_samples`: replay's --trajectory / --epochs / --train-samples
+    for PruneTrain columns (`prunetrain[...][+METHOD]`, sim.replay.Combined).
 
     `framework` is replay's `--framework` (a profile name or path, sim.frameworks; None: the
     default for each hardware kind, sim.replay.DEFAULT_FRAMEWORK): the whole-step columns.
@@ -30,11 +35,15 @@ def replay(trace: str | os.PathLike, hw: list[str], methods: list[str] | None = 
     `cache_model` is replay's `--cache` (CPU hardware only: "exact", the default, or "profile").
     """
     from sim.driver import engines_for, run_trace
-    from sim.replay import Totals, parse_methods
+    from sim.replay import Totals, check_columns, parse_methods
     from sim.traces.format import open_trace
     tr = open_trace(Path(trace).resolve())  # records name traces by absolute path, as sweeps do
     engines = engines_for(list(hw))
-    specs = parse_methods(list(methods or []))
+    try:
+        specs = parse_methods(list(methods or []), "replay", trajectory, epochs, train_samples)
+    except ValueError as e:
+        raise ConfigError(None, "--method", str(e)) from None
+    check_columns(specs, tr)
     if framework is not None:
         from sim.frameworks import load_framework
         framework = load_framework(os.fspath(framework))

@@ -37,7 +37,6 @@ from sim import __version__
 from sim.errors import ConfigError, PrunesimError, TraceError
 from sim.hwconfig import HwConfig, load_hwconfig, with_overrides
 from sim.limits import check_budget
-from sim.methods.info import method_info
 from sim.progress import Progress
 from sim.results.store import ResultStore, cache_model_field, point_key, point_record
 from sim.yamlio import load_yaml_file
@@ -238,6 +237,7 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
     A task is a plain dict (hwconfigs travel as their frozen dataclasses; everything else is
     JSON-like). Dense always runs in a task: every speedup is relative to it.
     """
+    from sim.replay import is_dense_column
     todo: list[tuple[TraceRef, list[tuple[HwConfig, dict]], set[str]]] = []
     n_run = n_skip = 0
     prof = _profiles(hws, framework)
@@ -259,7 +259,7 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
     for tr, need_hw, need_m in todo:
         k = min(chunks, len(need_hw))
         size = math.ceil(len(need_hw) / k)
-        labels = [m.label for m in methods if m.label in need_m or method_info(m).is_dense]
+        labels = [m.label for m in methods if m.label in need_m or is_dense_column(m)]
         for i in range(0, len(need_hw), size):
             part = need_hw[i:i + size]
             tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,
@@ -290,14 +290,14 @@ def run_group(task: dict) -> dict:
 
 def _run_group(task: dict) -> list[dict]:
     from sim.driver import Sums, engine_for, run_trace
-    from sim.methods import parse_method
-    from sim.replay import Totals, trace_checksum
+    from sim.replay import Totals, parse_column, trace_checksum
     from sim.traces.format import open_trace
     trace = open_trace(task["trace"])
     if trace_checksum(trace) != task["trace_checksum"]:
         raise TraceError(trace.path, "manifest.json", "differs from the trace the sweep planned "
                          "(changed since, or a different file at this path on this worker)")
-    methods = [parse_method(s) for s in task["methods"]]
+    # labels, parsed back (PruneTrain combinations too); their options were checked when planned
+    methods = [parse_column(s) for s in task["methods"]]
     engines = [engine_for(hw) for hw in task["hw"]]
     seed = task["seed"]
     totals = Totals(trace, methods, engines, seed, task.get("framework"))
@@ -452,7 +452,8 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           yes_large: bool = False, cache_model: str | None = None,
           framework: str | None = None) -> SweepResult:
     """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
-    from sim.replay import parse_methods
+    from sim.replay import check_columns, parse_methods
+    from sim.traces.format import open_trace
     if bool(workloads) == bool(traces):
         raise ConfigError(None, "--workload/--trace", "give workloads or traces (one of the two)")
     if traces and batch is not None:
@@ -460,7 +461,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(None, "--seed", f"must be a non-negative integer, got {seed!r}")
     say = log or (lambda s: None)
-    specs = parse_methods(list(methods or []))
+    specs = parse_methods(list(methods or []), "sweep")
     combos = load_grid(grid, yes_large) if grid else None
     points_hw = hw_points(expand_hw(list(hw)), combos, str(grid) if grid else None)
     if cache_model is not None:
@@ -486,6 +487,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
         refs = []
         for t in traces or []:
             refs.append(trace_ref(t, "trace"))
+            check_columns(specs, open_trace(t))   # a trajectory that cannot be placed: now
         for w in workloads or []:
             refs.append(trace_ref(synthetic_trace(w, batch or DEFAULT_BATCH, seed, stats, cache,
                                                   progress, yes_large), "synthetic"))
