@@ -148,3 +148,18 @@ def test_fit_recovers_known_parameters():
     assert f.rms < 5e-3 and f.beta == 1.0
     assert f.a_plain == pytest.approx(1.5, rel=0.1) and f.a_residual == pytest.approx(0.4, rel=0.1)
     assert f.u_on == pytest.approx(3.0, abs=0.3)
+
+
+def test_depth_scales_the_pruned_fraction_and_is_checked():
+    """depth (the validation's error budget): 1 is the model, 0 prunes nothing, more prunes more;
+    a non-finite or negative depth is refused naming the field."""
+    from sim.errors import ConfigError
+    w = load_workload("resnet32")
+    macs = {d: apply_widths(w, lasso_trajectory(w, 0.25, 10, 182, 128, depth=d).widths_at(181))
+            .macs() for d in (0.0, 1.0, 2.0)}
+    assert lasso_trajectory(w, 0.25, 10, 182, 128, depth=1.0) == lasso_trajectory(w, 0.25, 10,
+                                                                                    182, 128)
+    assert macs[0.0] == w.macs() and macs[2.0] < macs[1.0] < w.macs()
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="depth"):
+            lasso_trajectory(w, 0.25, 10, 182, 128, depth=bad)
