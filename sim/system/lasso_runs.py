@@ -47,6 +47,9 @@ class RunConfig:
     epoch_steps: int | None = None
     dynamic_batch: bool = True     # grow the mini-batch after reconfigurations (lr scaled with it)
     shift: int = 0                 # random-translation augmentation, +-shift pixels (0: none)
+    # additive Gaussian pixel noise (std in units of the normalised data), fresh every step: a dial
+    # of task difficulty (the lasso's equilibrium depends on how hard the data is to fit)
+    noise: float = 0.0
 
     @property
     def name(self) -> str:
@@ -55,7 +58,8 @@ class RunConfig:
                 + ("" if self.decay_at == (0.5, 0.75) else "-d" + "_".join(f"{f:g}" for f in self.decay_at))
                 + (f"-s{self.epoch_steps}" if self.epoch_steps else "")
                 + ("" if self.dynamic_batch else "-fixedb")
-                + (f"-aug{self.shift}" if self.shift else ""))
+                + (f"-aug{self.shift}" if self.shift else "")
+                + (f"-n{self.noise:g}" if self.noise else ""))
 
 
 # PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
@@ -105,6 +109,8 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
         steps, ce_sum = 0, 0.0
         for idx in batches(pt.batch):
             xb = _shifted(x[idx], cfg.shift, gen) if cfg.shift else x[idx]
+            if cfg.noise:
+                xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen)
             ce = torch.nn.functional.cross_entropy(model(xb), y[idx])
             loss = pt.loss(ce, model)
             opt.zero_grad(set_to_none=True)
@@ -140,7 +146,7 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
                     "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
                     "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
                     "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
-                    "shift": cfg.shift,
+                    "shift": cfg.shift, "noise": cfg.noise,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
