@@ -798,7 +798,7 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
 def rows_c(quick: bool = False) -> Iterator[Row]:
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
-    from sim.system.lasso_model import bundled_fit, leave_one_rho_out
+    from sim.system.lasso_model import bundled_fit, leave_one_out
     from sim.system.prunetrain import apply_widths, lasso_trajectory, simulate_run
     from sim.workload import load_workload
     dense_m = parse_method("dense")
@@ -807,14 +807,15 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     traj_note = (f"lasso-dose trajectory model fitted to {len(fit.runs)} real group-lasso runs "
                  f"(sim/data/prunetrain; fit RMS {fit.rms:.3f}), rho and schedule as inputs; not "
                  "fitted to these rows")
-    for lor in leave_one_rho_out():
-        yield Row("C", f"trajectory model, leave-one-rho-out: rho={lor['rho']:g} runs' final kept "
-                  "fraction (plain spaces)", float(statistics.mean(lor["final_measured"])),
-                  float(statistics.mean(lor["final_predicted"])), "fraction",
-                  "fit without this rho's runs, predict them", status="input",
-                  note=f"RMS over all epochs and spaces {lor['rms']:.3f}; measured "
-                       f"{lor['final_measured']}, predicted {lor['final_predicted']} (real runs "
-                       "on digits, not a published number)")
+    for by, what in (("rho", "rho"), ("noise", "data difficulty (pixel noise)")):
+        for lor in leave_one_out(by=by):
+            yield Row("C", f"trajectory model, leave-one-{by}-out: {by}={lor[by]:g} runs' final "
+                      "kept fraction (plain spaces)", float(statistics.mean(lor["final_measured"])),
+                      float(statistics.mean(lor["final_predicted"])), "fraction",
+                      f"fit without this {what}'s runs, predict them", status="input",
+                      note=f"RMS over all epochs and spaces {lor['rms']:.3f}; measured "
+                           f"{lor['final_measured']}, predicted {lor['final_predicted']} (real "
+                           "runs on digits, not a published number)")
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:
         w = _with_classes(load_workload(wl_name), classes)

@@ -110,9 +110,9 @@ def test_prunetrain_narrows_only_where_the_trajectory_does(narrowing):
 
 
 def test_rho_changes_the_late_network():
-    # the model trajectory of a CIFAR-sized epoch (--train-samples) narrows by epoch 9
+    # the model trajectory of 200k-sample epochs (--train-samples) narrows by epoch 9
     runs = [_by_method(replay(TRACE, HW, [f"prunetrain:rho={rho},interval=2"], iteration=LATE,
-                              train_samples=50_000))[_label(f"prunetrain:rho={rho},interval=2")]
+                              train_samples=200_000))[_label(f"prunetrain:rho={rho},interval=2")]
             for rho in (0.2, 0.9)]
     assert runs[1]["step_s"] < runs[0]["step_s"]
     assert runs[0]["method_params"] != runs[1]["method_params"]

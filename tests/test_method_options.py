@@ -97,8 +97,9 @@ def _half_trajectory() -> str:
 
 def _replay_combined(spec, capsys):
     """Each gradient method combined with prunetrain at a late iteration (a half-width trajectory
-    file); prunetrain's own options combined with sdgp-mag on the model trajectory of a
-    CIFAR-sized epoch, the options not walked set where they narrow the network by then."""
+    file); prunetrain's own options combined with sdgp-mag on the model trajectory of
+    200k-sample epochs (past the lasso's onset by epoch 4), the options not walked set where
+    they narrow the network by then."""
     mid, _, opts = spec.partition(":")
     if mid == "dense":
         return 2, "prunesim: error: dense composes with nothing\n", None
@@ -107,7 +108,7 @@ def _replay_combined(spec, capsys):
         given = dict(o.split("=") for o in opts.split(",") if o)
         combo = "prunetrain:" + ",".join(f"{k}={given.get(k, v)}" for k, v in
                                          (("rho", "0.7"), ("interval", "3"))) + "+sdgp-mag"
-        kw.update(train_samples=50_000, iteration=None)   # every epoch: where the widths change
+        kw.update(train_samples=200_000, iteration=None)  # every epoch: where the widths change
     else:
         combo = f"prunetrain+{spec}"
         kw["trajectory"] = _half_trajectory()

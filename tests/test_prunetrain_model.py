@@ -137,17 +137,21 @@ def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
 
 
 def test_fit_recovers_known_parameters():
-    from sim.system.lasso_model import Fit, RunData, fit_runs
-    truth = Fit(1.5, 0.4, 3.0, 2.0, (), 0.0, 1.0)
+    from sim.system.lasso_model import Fit, KindFit, RunData, fit_runs
+    truth = Fit(KindFit(1.5, 3.0, 2.0, 1.0, 0.0, 1.0, 1.0),
+                KindFit(0.4, 3.0, 2.0, 2.0, 0.3, 1.0, 1.0), (), 0.0)
     runs = []
     for rho in (0.1, 0.2, 0.3):
         u = np.linspace(0, 12 * rho / 0.3, 60)      # clock with beta = 1: lrsteps * lam_n
+        high = np.arange(60) < 40                   # lr decay at epoch 40
         runs.append(RunData(f"syn{rho}", "resnet20", rho, 5, u / rho, rho,
-                            truth.keep(rho, u, False), truth.keep(rho, u, True), 0.1, 16))
+                            truth.keep(rho, u, False, high),
+                            truth.keep(rho, u, True, high), 0.1, 16, high=high))
     f = fit_runs(runs)
-    assert f.rms < 5e-3 and f.beta == 1.0
-    assert f.a_plain == pytest.approx(1.5, rel=0.1) and f.a_residual == pytest.approx(0.4, rel=0.1)
-    assert f.u_on == pytest.approx(3.0, abs=0.3)
+    assert f.rms < 5e-3 and f.plain.beta == 1.0
+    assert f.plain.a == pytest.approx(1.5, rel=0.1) and f.residual.a == pytest.approx(0.4, rel=0.1)
+    assert f.plain.u_on == pytest.approx(3.0, abs=0.3)
+    assert f.residual.shape == 2.0 and f.residual.hover == pytest.approx(0.3)
 
 
 def test_depth_scales_the_pruned_fraction_and_is_checked():
@@ -163,3 +167,28 @@ def test_depth_scales_the_pruned_fraction_and_is_checked():
     for bad in (-0.5, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="depth"):
             lasso_trajectory(w, 0.25, 10, 182, 128, depth=bad)
+
+
+def test_stored_fit_is_the_fit_of_the_bundled_runs():
+    """sim/data/prunetrain/fit.json (what `prunesim train` loads) is exactly fit_runs over the
+    bundled run files; a run file changed without `tools/prunetrain_runs.py --write-fit` fails."""
+    import dataclasses
+    import json
+    from sim.system.lasso_model import FIT_FILE, RUNS_DIR, fit_runs, runs_digest
+    doc = json.loads((RUNS_DIR / FIT_FILE).read_text())
+    assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
+    fresh = fit_runs(bundled_runs())
+    assert doc["fit"]["runs"] == list(fresh.runs)
+    for kind in ("plain", "residual"):
+        want = dataclasses.asdict(getattr(fresh, kind))
+        assert doc["fit"][kind] == pytest.approx(want, rel=1e-12), kind
+
+
+def test_data_difficulty_is_measured_and_noise_raises_it():
+    """Every run records D (training CE in the high-lr phase / ln classes); the pixel-noise runs
+    have a larger D than the clean run of the same configuration (the dial works). D is reported,
+    not a model input (docs/system.md says why)."""
+    runs = {r.noise: r for r in bundled_runs() if r.workload == "resnet20" and r.rho == 0.25
+            and r.interval == 10 and len(r.keep_plain) > 100}
+    assert {0.0, 1.0, 2.0} <= set(runs)
+    assert runs[0.0].difficulty < runs[1.0].difficulty < runs[2.0].difficulty

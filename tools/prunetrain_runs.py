@@ -52,10 +52,18 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--write-fit", action="store_true",
+                    help="fit the trajectory model to the run files and store the fit (fit.json) "
+                         "that `prunesim train` loads instead of refitting")
     ap.add_argument("--report", action="store_true",
                     help="print the bundled runs (epoch and dose of the first zeroed channel, final "
                          "kept fractions), the model fit and the leave-one-rho-out check")
     a = ap.parse_args(argv)
+    if a.write_fit:
+        from sim.system.lasso_model import bundled_runs, fit_runs, write_fit
+        f = fit_runs(bundled_runs(str(a.out)))
+        print(f"wrote {write_fit(a.out, f)} (RMS {f.rms:.3f} over {len(f.runs)} runs)")
+        return 0
     if a.report:
         return report(a.out)
     todo = [c for c in GRID if not a.only or a.only in c.name]
@@ -79,23 +87,30 @@ def main(argv=None) -> int:
 
 def report(directory: Path) -> int:
     import numpy as np
-    from sim.system.lasso_model import fit_runs, leave_one_rho_out, read_run
+    from sim.system.lasso_model import fit_runs, leave_one_out, read_run
     runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
-    print(f"{'run':52s} {'first zero: epoch':>17s} {'u':>6s}   final kept plain / residual")
+    print(f"{'run':64s} {'D':>6s} {'P':>6s} {'first zero':>10s} {'u':>6s}   final kept plain / residual")
     for r in runs:
         k = np.minimum(r.keep_plain, r.keep_residual)
         i = int(np.argmax(k < 1.0)) if (k < 1.0).any() else None
-        print(f"{r.name:52s} {('-' if i is None else str(i)):>17s} "
+        print(f"{r.name:64s} {r.difficulty:6.3f} {r.pressure:6.2f} "
+              f"{('-' if i is None else str(i)):>10s} "
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}")
+    print("(D: training CE in the high-lr phase / ln classes; P = rho / ((1 - rho) D); first zero: "
+          "epoch; u: lasso dose, beta = 1, there)")
     f = fit_runs(runs)
-    print(f"fit: a_plain {f.a_plain:.3f}, a_residual {f.a_residual:.3f}, u_on {f.u_on:.2f}, "
-          f"u_scale {f.u_scale:.2f}, clock beta {f.beta:g}, RMS {f.rms:.3f} over {len(runs)} runs")
-    for row in leave_one_rho_out(tuple(runs)):
-        print(f"leave rho={row['rho']:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final kept "
-              f"(plain) measured {row['final_measured']}, predicted {row['final_predicted']}")
+    print(f"fit over {len(runs)} runs, RMS {f.rms:.3f}:")
+    for name, k in (("plain spaces", f.plain), ("residual nodes", f.residual)):
+        print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}, "
+              f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
+              f"{k.hover:g}, RMS {k.rms:.3f}")
+    for by in ("rho", "noise"):
+        for row in leave_one_out(tuple(runs), by):
+            print(f"leave {by}={row[by]:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final "
+                  f"kept (plain) measured {row['final_measured']}, predicted "
+                  f"{row['final_predicted']}")
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -30,6 +30,9 @@ are never pruned. No published Table 1 number enters the fit.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,9 +47,22 @@ from sim.workload import Workload
 from sim.yamlio import load_yaml_file
 
 # exponents of lambda in the clock tried by the fit (1: the lasso dose; 0: lr-weighted steps)
-BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+BETAS = (0.0, 0.5, 1.0)
+SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried by the fit
+GAMMAS = (0.5, 1.0)            # exponents of the lasso pressure P in k_inf tried by the fit
+HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
+
+
+def lasso_pressure(rho: float) -> float:
+    """P = rho / (1 - rho): lambda is set so that the penalty is rho of the loss at iteration 0.
+
+    The data's difficulty D (training CE in the high-lr phase / ln classes) is measured in every
+    run and reported, not a model input: the runs on noisy digits (CE 3-15x the clean runs') end
+    at about the same kept fractions as the clean ones, so the loss level the data keeps up does
+    not protect channels (irreducible loss needs no capacity); docs/system.md."""
+    return rho / (1 - rho)
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,13 @@ class RunData:
     keep_residual: np.ndarray     # same, residual nodes
     lr: float
     batch: int
+    difficulty: float = 1.0       # D: training CE in the high-lr phase / ln(classes)
+    noise: float = 0.0            # the run's pixel-noise difficulty dial (sim.system.lasso_runs)
+    high: np.ndarray | None = None  # per epoch: the schedule's lr still at its maximum
+
+    @property
+    def pressure(self) -> float:
+        return lasso_pressure(self.rho)
 
     def u(self, beta: float) -> np.ndarray:
         return self.lrsteps * self.lam_n ** beta
@@ -144,6 +167,21 @@ def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
     residual = {l.residual_node for l in workload.layers if l.residual_node}
     spaces = [s for s in chans if s not in fixed]
     return [s for s in spaces if s not in residual], [s for s in spaces if s in residual]
+
+
+def run_difficulty(per_epoch: list, classes: int) -> float:
+    """D of a run: the median training CE over its high-lr epochs (lr at its maximum), the first
+    five left out (the network is still learning the easy part), over ln(classes)."""
+    top = max(p["lr"] for p in per_epoch)
+    ce = [p["ce"] for p in per_epoch if p["lr"] >= 0.99 * top]
+    ce = ce[5:] if len(ce) > 10 else ce
+    return float(np.median(ce)) / math.log(classes)
+
+
+def high_lr_epochs(per_epoch: list, base_batch: int) -> np.ndarray:
+    """Per epoch: is the schedule's lr (the lr without the dynamic-batch scaling) at its maximum?"""
+    lr = np.array([p["lr"] * base_batch / p["batch"] for p in per_epoch])
+    return lr >= 0.99 * lr.max()
 
 
 def read_run(path: Path) -> RunData:
@@ -162,7 +200,9 @@ def read_run(path: Path) -> RunData:
         frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
                                     if ss else 1.0 for p in per])
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
-                       frac(plain), frac(res), float(run["lr"]), int(run["batch"]))
+                       frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
+                       run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
+                       high_lr_epochs(per, int(run["batch"])))
     except (KeyError, TypeError, ZeroDivisionError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -176,20 +216,42 @@ def bundled_runs(directory: str = str(RUNS_DIR)) -> tuple[RunData, ...]:
 
 
 @dataclass(frozen=True)
-class Fit:
-    a_plain: float
-    a_residual: float
-    u_on: float
+class KindFit:
+    """The fitted trajectory of one kind of channel space (plain, or residual node)."""
+
+    a: float               # k_inf = exp(-a P^gamma)
+    u_on: float            # clock value of the first dead group
     u_scale: float
+    shape: float = 1.0     # Weibull shape of the approach to k_inf (1: exponential)
+    hover: float = 0.0     # share of the dead channels still counted while the lr is at its max
+    beta: float = 1.0      # clock: sum lr*steps/(1 - momentum) * (lambda/n0)^beta
+    gamma: float = 1.0
+    rms: float = 0.0
+
+    def keep(self, rho: float, u, high=False) -> np.ndarray:
+        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma)
+        x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
+        e = np.exp(-x ** self.shape)
+        return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
+
+
+@dataclass(frozen=True)
+class Fit:
+    plain: KindFit
+    residual: KindFit
     runs: tuple[str, ...]
     rms: float
-    beta: float = 1.0
 
-    def keep(self, rho: float, u: np.ndarray | float, residual: bool) -> np.ndarray:
-        a = self.a_residual if residual else self.a_plain
-        k_inf = math.exp(-a * rho / (1 - rho))
-        x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
-        return k_inf + (1 - k_inf) * np.exp(-x)
+    def kind(self, residual: bool) -> KindFit:
+        return self.residual if residual else self.plain
+
+    def keep(self, rho: float, u_by_beta, residual: bool, high=False) -> np.ndarray:
+        """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
+        1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
+        clock values themselves. high: the schedule's lr is still at its maximum."""
+        k = self.kind(residual)
+        u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
+        return k.keep(rho, u, high)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -200,68 +262,134 @@ def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) 
     return ((d * d).sum(axis=1)[:, None] + 2 * (d * m) @ e.T + (m * m) @ (e * e).T)
 
 
-def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
-    """Least squares over (u_on, u_scale) on a grid, a_plain and a_residual by 1-D search (the two
-    kinds' errors separate once u_on and u_scale are fixed); then a finer grid around the best.
-    Plain NumPy: `prunesim train` needs no SciPy."""
-    runs = tuple(runs)
-    if not runs:
-        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
-    rr = np.concatenate([np.full(len(r.lrsteps), r.rho / (1 - r.rho)) for r in runs])
-    yp = np.concatenate([r.keep_plain for r in runs])
-    yr = np.concatenate([r.keep_residual for r in runs])
-    a0 = np.geomspace(1e-3, 30, 121)
+def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
+    """Best (sse, a, u_on, u_scale, h) over the (u_on, u_scale, h) grid and a by 1-D search.
+    counted = k + (1 - k) e' with e' = e + h H (1 - e) (H: lr at its maximum)."""
+    on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
+    on, sc = on.ravel(), sc.ravel()
+    e = np.exp(-(np.maximum(0.0, u[None, :] - on[:, None]) / sc[:, None]) ** shape)
+    best = None
+    for h in (HOVERS if hovers is None else hovers):
+        sse = _grid_sse(rr, e + h * hi[None, :] * (1 - e) if h else e, y, a_grid)
+        i, j = np.unravel_index(int(np.argmin(sse)), sse.shape)
+        if best is None or sse[i, j] < best[0]:
+            best = (float(sse[i, j]), float(a_grid[i]), float(on[j]), float(sc[j]), h)
+    return best
+
+
+def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
+              pp: np.ndarray) -> KindFit:
+    a0 = np.geomspace(1e-3, 30, 46)
     out = None
     for beta in BETAS:
         u = np.concatenate([r.u(beta) for r in runs])
         umax = float(u.max())
+        for shape in SHAPES:
+            for gamma in GAMMAS:
+                rr = pp ** gamma
+                coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
+                                 umax * np.geomspace(0.01, 20, 31), a0)
+                if out is not None and coarse[0] > 4 * out[0][0]:
+                    continue           # far from the best: the fine grid will not win
+                _, a, on, sc, h = coarse
+                # the fine grid: +-1 coarse step around the best of every parameter
+                best = _search(u, rr, hi, y, shape,
+                               np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
+                               sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
+                               [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
+                if out is None or best[0] < out[0][0] - 1e-12:
+                    out = (best, beta, shape, gamma)
+    (sse, a, on, sc, h), beta, shape, gamma = out
+    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)))
 
-        def search(on_grid, sc_grid, a_grid):
-            on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
-            on, sc = on.ravel(), sc.ravel()
-            e = np.exp(-np.maximum(0.0, u[None, :] - on[:, None]) / sc[:, None])
-            sp, sr = _grid_sse(rr, e, yp, a_grid), _grid_sse(rr, e, yr, a_grid)
-            tot = sp.min(axis=0) + sr.min(axis=0)
-            j = int(np.argmin(tot))
-            return (float(tot[j]), float(a_grid[int(np.argmin(sp[:, j]))]),
-                    float(a_grid[int(np.argmin(sr[:, j]))]), float(on[j]), float(sc[j]))
 
-        _, ap, ar, on, sc = search(np.linspace(0, umax, 41), umax * np.geomspace(0.01, 20, 41), a0)
-        best = search(np.linspace(max(0.0, on - umax / 40), on + umax / 40, 21),
-                      sc * np.geomspace(0.8, 1.25, 21),
-                      np.unique(np.concatenate([a0, np.geomspace(0.8, 1.25, 41) * ap,
-                                                np.geomspace(0.8, 1.25, 41) * ar])))
-        if out is None or best[0] < out[0][0] - 1e-12:
-            out = (best, beta)
-    (sse, ap, ar, on, sc), beta = out
-    rms = math.sqrt(sse / (2 * len(yp)))
-    return Fit(ap, ar, on, sc, tuple(r.name for r in runs), rms, beta)
+def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
+    """Least squares, per kind of space (plain, residual node; their errors are independent):
+    the clock exponent beta (BETAS), the approach shape (SHAPES), the pressure exponent gamma
+    (GAMMAS), the hovering share (HOVERS) and (u_on, u_scale) on grids, a by 1-D search; then a
+    finer grid around the best. Plain NumPy: `prunesim train` needs no SciPy."""
+    runs = tuple(runs)
+    if not runs:
+        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
+    pp = np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs])
+    hi = np.concatenate([_hi(r).astype(float) for r in runs])
+    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp)
+    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp)
+    return Fit(plain, resid, tuple(r.name for r in runs),
+               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
+
+
+def _hi(r: RunData) -> np.ndarray:
+    return r.high if r.high is not None else np.zeros(len(r.lrsteps), bool)
+
+
+FIT_FILE = "fit.json"     # the stored fit of the bundled runs (tools/prunetrain_runs.py --write-fit)
+
+
+def runs_digest(directory: str | Path) -> str:
+    """sha256 over the run files' names and bytes: the stored fit is valid for exactly these."""
+    h = hashlib.sha256()
+    for f in sorted(Path(directory).glob("*.yaml")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def write_fit(directory: str | Path, fit: Fit) -> Path:
+    out = Path(directory) / FIT_FILE
+    doc = {"schema": 1, "runs_digest": runs_digest(directory),
+           "note": "fit_runs over the run files of this folder; rewritten by "
+                   "`python tools/prunetrain_runs.py --write-fit`",
+           "fit": {"plain": dataclasses.asdict(fit.plain),
+                   "residual": dataclasses.asdict(fit.residual),
+                   "runs": list(fit.runs), "rms": fit.rms}}
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    return out
 
 
 @lru_cache(maxsize=4)
 def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
+    """The fit of the runs in `directory`: the stored one (fit.json) when it was made from exactly
+    these run files, else fitted now (several seconds)."""
+    f = Path(directory) / FIT_FILE
+    if f.exists():
+        try:
+            doc = json.loads(f.read_text())
+            if doc.get("runs_digest") == runs_digest(directory):
+                d = doc["fit"]
+                return Fit(KindFit(**d["plain"]), KindFit(**d["residual"]), tuple(d["runs"]),
+                           d["rms"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(str(f), "fit", f"unreadable stored fit ({e}); rewrite it with "
+                              "`python tools/prunetrain_runs.py --write-fit`") from None
     return fit_runs(bundled_runs(directory))
 
 
-def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
-    """For every rho: fit without its runs, predict them; RMS error of the kept fractions and the
-    final kept fraction (all channels) predicted vs measured."""
+def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> list[dict]:
+    """For every value of `by` (rho, or noise: the data's difficulty): fit without its runs,
+    predict them; RMS error of the kept fractions and the final kept fraction (plain spaces)
+    predicted vs measured."""
     runs = tuple(runs or bundled_runs())
     out = []
-    for rho in sorted({r.rho for r in runs}):
-        test = [r for r in runs if r.rho == rho]
-        train = [r for r in runs if r.rho != rho]
+    for v in sorted({getattr(r, by) for r in runs}):
+        test = [r for r in runs if getattr(r, by) == v]
+        train = [r for r in runs if getattr(r, by) != v]
         if not train:
             continue
         f = fit_runs(train)
-        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u(f.beta), False) - r.keep_plain,
-                                              f.keep(r.rho, r.u(f.beta), True) - r.keep_residual])
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r))
+                                              - r.keep_plain,
+                                              f.keep(r.rho, r.u, True, _hi(r))
+                                              - r.keep_residual])
                               for r in test])
-        out.append({"rho": rho, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
+        out.append({by: v, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
-                    "final_predicted": [round(float(f.keep(r.rho, r.u(f.beta)[-1], False)), 3)
-                                        for r in test], "beta": f.beta})
+                    "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r))[-1]), 3)
+                                        for r in test]})
     return out
+
+
+def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
+    return leave_one_out(runs, "rho")
 
 
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
@@ -277,15 +405,16 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
-    u = dose_per_epoch(workload, rho, sched, fit.beta)
+    u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta) for k in (fit.plain, fit.residual)}
     pts = [(0, ())]
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         for s in plain + res:
-            k = max(0.0, 1.0 - depth * (1.0 - float(fit.keep(rho, u[e - 1], s in res))))
+            high = sched.lr_at(e - 1) >= sched.lr
+            kf = fit.kind(s in res)
+            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high))))
             width[s] = max(1, round(chans[s] * k))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
-                                  f"interval={interval}, clock beta={fit.beta:g} reaches "
-                                  f"{u[-1]:.3g}; {sched.source}{scaled})")
+                                  f"interval={interval}; {sched.source}{scaled})")
