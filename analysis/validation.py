@@ -713,10 +713,15 @@ def _c_v100_rows(label: str, w, tr, epochs: int, saving: dict) -> Iterator[Row]:
               f"{100 * p1:.0f} %", f"{100 * mv:.1f} % vs {100 * m1:.1f} %", "time",
               "4 x gtx1080ti vs 4 x V100 (prunetrain-v100-128) / pytorch-eager",
               status="qualitative" if mv > m1 else "outlier",
-              note="not fitted: in the model BN/ReLU/add bytes shrink with the channels at least as "
-                   "fast as the GEMMs (odd channel counts slow the pruned GEMMs), so the larger "
-                   "memory-bound share of the 1080 Ti step saves more, not less; PruneTrain's "
-                   "group-lasso passes (launch-bound) cost relatively more on the faster V100")
+              note=("ordering reproduced, savings too large (the trajectory prunes deeper than "
+                    "the paper's, validation rows above); it depends on the trajectory's shape: "
+                    "a uniform cut reproduces it, a trajectory whose residual nodes stay dense "
+                    "(the session-2 model) did not" if mv > m1 else
+                    "not fitted: in the model BN/ReLU/add bytes shrink with the channels at least "
+                    "as fast as the GEMMs (odd channel counts slow the pruned GEMMs), so the "
+                    "larger memory-bound share of the 1080 Ti step saves more, not less; "
+                    "PruneTrain's group-lasso passes (launch-bound) cost relatively more on the "
+                    "faster V100"))
     parts = []
     for name, d, p in (("1080 Ti", d1, q1), ("V100", dv, qv)):
         sd, gd = _c_iter_share(d)

@@ -88,10 +88,19 @@ def test_prunetrain_narrows_step_ops_and_adds_group_lasso(a100):
     assert pt.ops_seconds > n.ops_seconds         # the group-lasso passes
 
 
-def _pt_savings():
+def _pt_savings(uniform: float | None = None):
+    """(saving, dense memory-bound share) per GPU of ResNet-50 ImageNet pruned by the model's
+    rho-0.25 trajectory (final widths), or with every channel space cut to `uniform`."""
     from sim.system.prunetrain import apply_widths, lasso_trajectory
     w = load_workload("resnet50-imagenet")
-    wp = apply_widths(w, lasso_trajectory(w, 0.25, 5, 90, 256).widths_at(89))
+    if uniform is None:
+        widths = lasso_trajectory(w, 0.25, 5, 90, 256).widths_at(89)
+    else:
+        last = w.layers[-1].name
+        widths = {l.name: (max(1, round(l.c_in * uniform)) if i else l.c_in,
+                           l.c_out if l.name == last else max(1, round(l.c_out * uniform)))
+                  for i, l in enumerate(w.layers)}
+    wp = apply_widths(w, widths)
     out = {}
     for c in ("gtx1080ti-11gb", "prunetrain-v100-128"):
         cl = load_cluster(c)
@@ -107,11 +116,13 @@ def test_v100_memory_bound_share_is_smaller():
     assert s["prunetrain-v100-128"][1] < s["gtx1080ti-11gb"][1]
 
 
-@pytest.mark.xfail(strict=True, reason="the model does not reproduce PruneTrain's V100 > 1080 Ti "
-                   "saving: its BN/ReLU bytes shrink with the channels as fast as the GEMMs "
-                   "(docs/whole-step.md, validation rows C)")
-def test_v100_saving_exceeds_1080ti():
-    s = _pt_savings()
+@pytest.mark.parametrize("uniform", [None, 0.7])
+def test_v100_saving_exceeds_1080ti(uniform):
+    """PruneTrain's V100 saving exceeds the 1080 Ti's (VALIDATION.md C) under the model's
+    trajectory and under a uniform cut to 0.7 of the channels (about the paper's inference FLOPs).
+    It failed under the session-2 trajectory, whose residual nodes stayed almost dense: the
+    ordering depends on the trajectory's shape, not only on the engines."""
+    s = _pt_savings(uniform)
     assert s["prunetrain-v100-128"][0] > s["gtx1080ti-11gb"][0]
 
 
