@@ -97,7 +97,8 @@ def report(directory: Path) -> int:
               f"{('-' if i is None else str(i)):>10s} "
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}")
-    print("(D: training CE in the high-lr phase / ln classes; P = rho / ((1 - rho) D); first zero: "
+    print("(D: training CE in the high-lr phase / ln classes, reported, not a model input; P = rho / "
+          "(1 - rho); first zero: "
           "epoch; u: lasso dose, beta = 1, there)")
     f = fit_runs(runs)
     print(f"fit over {len(runs)} runs, RMS {f.rms:.3f}:")
