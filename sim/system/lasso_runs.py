@@ -50,6 +50,7 @@ class RunConfig:
     # additive Gaussian pixel noise (std in units of the normalised data), fresh every step: a dial
     # of task difficulty (the lasso's equilibrium depends on how hard the data is to fit)
     noise: float = 0.0
+    subset: int | None = None      # train on the first `subset` images of the training split only
 
     @property
     def name(self) -> str:
@@ -59,7 +60,8 @@ class RunConfig:
                 + (f"-s{self.epoch_steps}" if self.epoch_steps else "")
                 + ("" if self.dynamic_batch else "-fixedb")
                 + (f"-aug{self.shift}" if self.shift else "")
-                + (f"-n{self.noise:g}" if self.noise else ""))
+                + (f"-n{self.noise:g}" if self.noise else "")
+                + (f"-sub{self.subset}" if self.subset else ""))
 
 
 # PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
@@ -89,6 +91,8 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
     chans0 = space_channels(wl0)
     ds = load_dataset(cfg.dataset, (wl0.layers[0].c_in, cfg.size, cfg.size))
     x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
+    if cfg.subset:
+        x, y = x[:cfg.subset], y[:cfg.subset]
     n = len(y)
     model = build_model(wl0)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
@@ -146,7 +150,7 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
                     "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
                     "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
                     "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
-                    "shift": cfg.shift, "noise": cfg.noise,
+                    "shift": cfg.shift, "noise": cfg.noise, "subset": cfg.subset,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
