@@ -1,8 +1,8 @@
 """PruneTrain channel-trajectory model with rho and the training schedule as inputs, fitted to the
 bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_runs.py).
 
-Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R moves every weight group against its norm by lr*lambda per
-step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
+Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R
+moves every weight group against its norm by lr*lambda per step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
 hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
 pruning is the dimensionless dose
 
@@ -15,18 +15,20 @@ not epochs: the same u is reached with half the lr and twice the steps, and dyna
 a = sqrt(5): an output-channel group of a conv has norm sqrt(1/3), an input-channel group
 sqrt(K / (3 C))); on the bundled ResNet-20 the analytic R0 is within 0.3 % of the measured one.
 
-Model of one channel space's kept fraction (plain spaces and residual nodes fitted separately: a
-residual node keeps a channel any of its convs still uses, the channel union):
+Model of one channel space's kept fraction, as PruneTrain counts it (a group is dead once every
+weight is below 1e-4), per kind of space (plain spaces; residual nodes, which keep a channel any of
+their convs still uses, the channel union), each kind fitted separately (KindFit):
 
-    keep(u) = k_inf + (1 - k_inf) * exp(-max(0, u - u_on) / u_scale),   k_inf = exp(-a * rho/(1-rho))
+    keep(u, H) = k_inf + (1 - k_inf) * (e + h * H * (1 - e)),   e = exp(-(max(0, u - u_on) / u_scale)^m)
+    k_inf = exp(-a * (rho / (1 - rho))^gamma)
 
-with the clock u generalised to sum lr*steps/(1 - momentum) * (lambda/n0)^beta, beta fitted from
-BETAS (1: the dose above; 0: lr-weighted steps; the bundled runs give 0.25, docs/system.md).
-
-u_on (the dose before the first group reaches 1e-4), u_scale and a are fitted by least squares to
-every run's per-epoch kept channels (plain NumPy grid search, fit_runs). Widths are sampled at reconfiguration epochs (every
-`interval` epochs), width = max(1, round(keep * C)); the network input and the classifier outputs
-are never pruned. No published Table 1 number enters the fit.
+with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
+above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
+channels the lasso has killed still hover above 1e-4 until the first lr decay (the runs show the
+burst). beta, m, gamma, h, u_on, u_scale and a are fitted by least squares to every run's per-epoch
+kept fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
+reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)); the network
+input and the classifier outputs are never pruned. No published Table 1 number enters the fit.
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ from sim.yamlio import load_yaml_file
 # exponents of lambda in the clock tried by the fit (1: the lasso dose; 0: lr-weighted steps)
 BETAS = (0.0, 0.5, 1.0)
 SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried by the fit
-GAMMAS = (0.5, 1.0)            # exponents of the lasso pressure P in k_inf tried by the fit
+GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
