@@ -2,8 +2,8 @@
 bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_runs.py).
 
 Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R
-moves every weight group against its norm by lr*lambda per step (lr*lambda/(1 - momentum) once the momentum buffer is full); a group the cross-entropy does not
-hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
+moves every weight group against its norm by lr*lambda per step (lr*lambda/(1 - momentum) once
+the momentum buffer is full); a group the cross-entropy does not hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
 pruning is the dimensionless dose
 
     u(e) = sum over steps up to the end of epoch e of  lr_t * lambda / ((1 - momentum) * n0),
@@ -19,8 +19,8 @@ Model of one channel space's kept fraction, as PruneTrain counts it (a group is 
 weight is below 1e-4), per kind of space (plain spaces; residual nodes, which keep a channel any of
 their convs still uses, the channel union), each kind fitted separately (KindFit):
 
-    keep(u, H) = k_inf + (1 - k_inf) * (e + h * H * (1 - e)),   e = exp(-(max(0, u - u_on) / u_scale)^m)
-    k_inf = exp(-a * (rho / (1 - rho))^gamma)
+    keep(u, H) = k_inf + (1 - k_inf) * (e + h * H * (1 - e)),
+    e = exp(-(max(0, u - u_on) / u_scale)^m),   k_inf = exp(-a * (rho / (1 - rho))^gamma)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
