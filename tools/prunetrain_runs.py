@@ -42,7 +42,15 @@ GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
         + [RunConfig("resnet32", r, 10, **PAPER_CIFAR) for r in (0.2, 0.25)]
         + [RunConfig("resnet20", r, 10, **{**PAPER_CIFAR, "noise": 1.0}) for r in (0.2, 0.25, 0.1, 0.3)]
         + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 2.0}),
-           RunConfig("resnet32", 0.2, 10, **{**PAPER_CIFAR, "noise": 1.0})])
+           RunConfig("resnet32", 0.2, 10, **{**PAPER_CIFAR, "noise": 1.0})]
+        # does the end point depend on the training-set size (360 / 720 of digits' 1437 images;
+        # MNIST's 4000 at 8 x 8), or on the per-sample lr (lr / batch 1/2 and 1/4 of PAPER_CIFAR's,
+        # the paper's lr 0.1 at batch 128 step for step: 391 steps a virtual epoch)?
+        + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 1.0, "subset": n})
+           for n in (360, 720)]
+        + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 1.0, "dataset": "mnist5k"})]
+        + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 1.0, "batch": b, "lr": 0.1,
+                                              "epoch_steps": 391}) for b in (64, 128)])
 
 
 def main(argv=None) -> int:
