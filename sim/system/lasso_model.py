@@ -52,8 +52,6 @@ from sim.yamlio import load_yaml_file
 BETAS = (0.0, 0.5, 1.0)
 SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried by the fit
 GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
-DELTAS = (0.0,)                # exponents of the SGD temperature lr / batch in k_inf tried
-T_REF = 0.2 / 32               # lr / batch of the paper-schedule runs (lasso_runs.PAPER_CIFAR)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
@@ -154,7 +152,6 @@ class RunData:
     difficulty: float = 1.0       # D: training CE in the high-lr phase / ln(classes)
     noise: float = 0.0            # the run's pixel-noise difficulty dial (sim.system.lasso_runs)
     high: np.ndarray | None = None  # per epoch: the schedule's lr still at its maximum
-    temperature: float = T_REF      # lr / batch at the start (the SGD noise temperature)
 
     @property
     def pressure(self) -> float:
@@ -207,8 +204,7 @@ def read_run(path: Path) -> RunData:
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
-                       high_lr_epochs(per, int(run["batch"])),
-                       float(run["lr"]) / int(run["batch"]))
+                       high_lr_epochs(per, int(run["batch"])))
     except (KeyError, TypeError, ZeroDivisionError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -233,11 +229,9 @@ class KindFit:
     beta: float = 1.0      # clock: sum lr*steps/(1 - momentum) * (lambda/n0)^beta
     gamma: float = 1.0
     rms: float = 0.0
-    delta: float = 0.0     # k_inf exponent's factor (T / T_REF)^delta, T = lr / batch
 
-    def keep(self, rho: float, u, high=False, temperature: float = T_REF) -> np.ndarray:
-        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma
-                         * (temperature / T_REF) ** self.delta)
+    def keep(self, rho: float, u, high=False) -> np.ndarray:
+        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma)
         x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
@@ -253,14 +247,13 @@ class Fit:
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
 
-    def keep(self, rho: float, u_by_beta, residual: bool, high=False,
-             temperature: float = T_REF) -> np.ndarray:
+    def keep(self, rho: float, u_by_beta, residual: bool, high=False) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
         clock values themselves. high: the schedule's lr is still at its maximum."""
         k = self.kind(residual)
         u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
-        return k.keep(rho, u, high, temperature)
+        return k.keep(rho, u, high)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -286,17 +279,16 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
     return best
 
 
-def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray, pp: np.ndarray,
-              tt: np.ndarray) -> KindFit:
-    """pp: rho / (1 - rho) per point; tt: the run's lr / batch over T_REF per point."""
+def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
+              pp: np.ndarray) -> KindFit:
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
     for beta in BETAS:
         u = np.concatenate([r.u(beta) for r in runs])
         umax = float(u.max())
         for shape in SHAPES:
-            for gamma, delta in [(g, d) for g in GAMMAS for d in DELTAS]:
-                rr = pp ** gamma * tt ** delta
+            for gamma in GAMMAS:
+                rr = pp ** gamma
                 coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
                                  umax * np.geomspace(0.01, 20, 31), a0)
                 if out is not None and coarse[0] > 4 * out[0][0]:
@@ -308,9 +300,9 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray, pp: np.n
                                sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
                                [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
                 if out is None or best[0] < out[0][0] - 1e-12:
-                    out = (best, beta, shape, gamma, delta)
-    (sse, a, on, sc, h), beta, shape, gamma, delta = out
-    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta)
+                    out = (best, beta, shape, gamma)
+    (sse, a, on, sc, h), beta, shape, gamma = out
+    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)))
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
@@ -322,10 +314,9 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
     pp = np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs])
-    tt = np.concatenate([np.full(len(r.lrsteps), r.temperature / T_REF) for r in runs])
     hi = np.concatenate([_hi(r).astype(float) for r in runs])
-    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp, tt)
-    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp, tt)
+    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp)
+    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp)
     return Fit(plain, resid, tuple(r.name for r in runs),
                math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
 
@@ -387,15 +378,14 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
         if not train:
             continue
         f = fit_runs(train)
-        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.temperature)
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r))
                                               - r.keep_plain,
-                                              f.keep(r.rho, r.u, True, _hi(r), r.temperature)
+                                              f.keep(r.rho, r.u, True, _hi(r))
                                               - r.keep_residual])
                               for r in test])
         out.append({by: v, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
-                    "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r),
-                                                           r.temperature)[-1]), 3)
+                    "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r))[-1]), 3)
                                         for r in test]})
     return out
 
@@ -424,8 +414,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         for s in plain + res:
             high = sched.lr_at(e - 1) >= sched.lr
             kf = fit.kind(s in res)
-            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high,
-                                                             sched.lr / sched.batch))))
+            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high))))
             width[s] = max(1, round(chans[s] * k))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
