@@ -754,9 +754,20 @@ def _train_flops_frac(w, tr, epochs: int, batch: int) -> float:
             / (epochs * gemm_flops(w, batch)))
 
 
+_MATCHED: dict = {}   # (workload, classes, rho, interval, epochs, batch, gb, pf) -> result
+
+
 def _flops_matched(w, rho, interval, epochs, batch, gb, pf):
     """(trajectory, depth): the model's trajectory with its pruned fraction scaled (lasso_model
-    depth) until the training FLOPs equal pf; None if even depth 4 prunes too little."""
+    depth) until the training FLOPs equal pf; None if even depth 4 prunes too little. Memoized:
+    the Table 1 and dynamic mini-batch budgets ask for the same configuration."""
+    key = (w.name, w.layers[-1].c_out, rho, interval, epochs, batch, gb, pf)
+    if key not in _MATCHED:
+        _MATCHED[key] = _bisect_depth(w, rho, interval, epochs, batch, gb, pf)
+    return _MATCHED[key]
+
+
+def _bisect_depth(w, rho, interval, epochs, batch, gb, pf):
     from sim.system.prunetrain import lasso_trajectory
     lo, hi = 0.0, 4.0
     if _train_flops_frac(w, lasso_trajectory(w, rho, interval, epochs, gb, depth=hi), epochs,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sim.system.lasso_model import (bundled_fit, bundled_runs, default_schedule, dose_per_epoch,
-                                    init_group_norms, leave_one_rho_out, model_trajectory)
+                                    init_group_norms, leave_one_out, model_trajectory)
 from sim.system.prunetrain import apply_widths, lasso_trajectory
 from sim.workload import load_workload
 
@@ -60,7 +60,7 @@ def test_model_rho_direction_and_io_kept():
 
 
 def test_leave_one_rho_out_runs():
-    rows = leave_one_rho_out()
+    rows = leave_one_out(by="rho")
     assert len(rows) >= 2
     for r in rows:
         assert 0 <= r["rms"] < 0.5 and len(r["final_measured"]) == r["runs"]

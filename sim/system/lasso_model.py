@@ -3,8 +3,8 @@ bundled real group-lasso runs (sim/data/prunetrain, made by tools/prunetrain_run
 
 Why a lasso dose (the hypothesis; the fit decides how much of it holds). SGD on CE + lambda*R
 moves every weight group against its norm by lr*lambda per step (lr*lambda/(1 - momentum) once
-the momentum buffer is full); a group the cross-entropy does not hold up loses its initial norm n0 after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of
-pruning is the dimensionless dose
+the momentum buffer is full); a group the cross-entropy does not hold up loses its initial norm n0
+after about n0*(1 - momentum)/(lr*lambda) steps. So the clock of pruning is the dimensionless dose
 
     u(e) = sum over steps up to the end of epoch e of  lr_t * lambda / ((1 - momentum) * n0),
     lambda = rho * CE0 / ((1 - rho) * R0),  n0 = R0 / G  (mean initial group norm),
@@ -390,10 +390,6 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
     return out
 
 
-def leave_one_rho_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
-    return leave_one_out(runs, "rho")
-
-
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
                      fit: Fit | None = None, depth: float = 1.0):
     """Channel widths from each reconfiguration epoch on, from the fitted model.
@@ -411,8 +407,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     pts = [(0, ())]
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
+        high = sched.lr_at(e - 1) >= sched.lr
         for s in plain + res:
-            high = sched.lr_at(e - 1) >= sched.lr
             kf = fit.kind(s in res)
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high))))
             width[s] = max(1, round(chans[s] * k))
