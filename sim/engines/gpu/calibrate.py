@@ -263,6 +263,10 @@ PLAN: tuple[tuple[str, tuple, str, str], ...] = (
     ("gemm-2:4", (200704, 1152, 256), "fp16", "check"), ("gemm-2:4", (50176, 2304, 512), "fp16",
                                                            "check"),
     ("gemm-2:4", (4096, 4096, 4096), "fp16", "check"),
+    # their dense partners (the measured 2:4 speedup) and two more sparse shapes
+    ("gemm", (200704, 1152, 256), "fp16", "check"), ("gemm", (50176, 2304, 512), "fp16", "check"),
+    ("gemm-2:4", (8192, 8192, 8192), "fp16", "check"), ("gemm-2:4", (6144, 6144, 6144), "fp16",
+                                                         "check"),
     ("conv-fwd", (256, 128, 128, 28, 28, 3, 3, 1, 1), "fp16", "fit"),
     ("conv-dgrad", (256, 128, 128, 28, 28, 3, 3, 1, 1), "fp16", "fit"),
     ("conv-wgrad", (256, 128, 128, 28, 28, 3, 3, 1, 1), "fp16", "fit"),
@@ -300,6 +304,25 @@ def _timed(torch, fn, repeat: int) -> float:
     return statistics.median(ts)
 
 
+def _kernel_seconds(torch, fn, repeat: int) -> float:
+    """Device seconds per call of the kernels fn launches (torch.profiler), host gaps left out."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeat):
+            fn()
+        torch.cuda.synchronize()
+    total = 0.0
+    for ev in prof.events():
+        if "CUDA" in str(getattr(ev, "device_type", "")):
+            total += getattr(ev, "device_time", None) or getattr(ev, "cuda_time", 0.0)
+    if not total > 0:
+        raise RuntimeError("the profiler saw no kernel")
+    return total / 1e6 / repeat
+
+
 def _bench(torch, kind: str, shape: tuple, dtype: str, repeat: int) -> float:
     dev = "cuda"
     tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype, torch.float32)
@@ -313,20 +336,30 @@ def _bench(torch, kind: str, shape: tuple, dtype: str, repeat: int) -> float:
         a = torch.randn(m, k, device=dev, dtype=tdt)
         b = torch.randn(k, n, device=dev, dtype=tdt)
         if kind == "gemm-2:4":
-            from torch.sparse import to_sparse_semi_structured
-            a = to_sparse_semi_structured(a * torch.tensor([1, 1, 0, 0], device=dev,
+            # cuSPARSELt directly, timed by the device time of its kernels: PyTorch's call sets up
+            # a cuSPARSELt plan on the host each time (~0.7 ms on an H100 box, 2026-11-23), during
+            # which the GPU idles, so event timing measures the host, not the kernel
+            packed = torch._cslt_compress(a * torch.tensor([1, 1, 0, 0], device=dev,
                                                            dtype=tdt).repeat(m, k // 4))
+            return _kernel_seconds(torch, lambda: torch._cslt_sparse_mm(packed, b), repeat)
         return _timed(torch, lambda: torch.mm(a, b), repeat)
     nb, ci, co, h, w, r, s, st, pd = shape
     torch.backends.cudnn.benchmark = True
-    x = torch.randn(nb, ci, h, w, device=dev, dtype=tdt)
-    wt = torch.randn(co, ci, r, s, device=dev, dtype=tdt)
+    # NHWC (channels_last), the layout cuDNN's tensor-core kernels run in: NCHW tensors would add
+    # two layout transposes per call that the conv engine does not model
+    cl = torch.channels_last
+    x = torch.randn(nb, ci, h, w, device=dev, dtype=tdt).to(memory_format=cl)
+    wt = torch.randn(co, ci, r, s, device=dev, dtype=tdt).to(memory_format=cl)
     y = torch.nn.functional.conv2d(x, wt, stride=st, padding=pd)
-    g = torch.randn_like(y)
+    g = torch.randn_like(y).to(memory_format=cl)
+    # the backward phases through the op autograd itself calls (torch.nn.grad.conv2d_input passes
+    # an expanded, non-channels_last input and pays layout copies a training step does not)
+    def bwd(mask):
+        return torch.ops.aten.convolution_backward(g, x, wt, None, [st, st], [pd, pd], [1, 1],
+                                                   False, [0, 0], 1, mask)
     fn = {"conv-fwd": lambda: torch.nn.functional.conv2d(x, wt, stride=st, padding=pd),
-          "conv-dgrad": lambda: torch.nn.grad.conv2d_input(x.shape, wt, g, stride=st, padding=pd),
-          "conv-wgrad": lambda: torch.nn.grad.conv2d_weight(x, wt.shape, g, stride=st,
-                                                            padding=pd)}[kind]
+          "conv-dgrad": lambda: bwd([True, False, False]),
+          "conv-wgrad": lambda: bwd([False, True, False])}[kind]
     return _timed(torch, fn, repeat)
 
 
@@ -338,7 +371,9 @@ def measure(quick: bool = False, log=print) -> dict:
     doc = {"schema": SCHEMA, "version": VERSION, "device": torch.cuda.get_device_name(0),
            "driver": _driver(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "host": platform.node(), "sm_count": props.multi_processor_count,
-           "note": "measured by prunesim calibrate --gpu (CUDA events, median of repeats)",
+           "note": ("measured by prunesim calibrate --gpu: CUDA events, median of repeats; "
+                    "gemm-2:4 = device time of the cuSPARSELt kernels (torch.profiler), mean; "
+                    "convs in NHWC (channels_last)"),
            "entries": []}
     for kind, shape, dtype, role in PLAN:
         try:
