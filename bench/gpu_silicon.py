@@ -30,7 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+try:
+    import torch
+except ImportError:
+    torch = None
 
 DEV = "cuda"
 OUT: Path
@@ -93,7 +96,7 @@ PAIRS = [
     (6144, 6144, 6144, "fp16", "mid-large square"),
     (4096, 4096, 4096, "bf16", "bf16 of the A100 shape"),
 ]
-TDT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+TDT = {"fp16": torch.float16, "bf16": torch.bfloat16} if torch is not None else {}
 
 
 def run_pairs() -> None:
@@ -361,9 +364,29 @@ PARTS = {"clocks": run_clocks, "pairs": run_pairs, "prep": run_prep,
 
 def main() -> int:
     global OUT, QUICK, NHWC
-    OUT = Path(sys.argv[1])
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        print("usage: python bench/gpu_silicon.py OUTDIR [--quick] [--nhwc] [--parts=...]",
+              file=sys.stderr)
+        return 2
+    flags = [a for a in sys.argv[1:] if a.startswith("--") and a not in ("--quick", "--nhwc")
+             and not a.startswith("--parts=")]
+    if flags:
+        print(f"gpu_silicon: unknown option {flags[0]}", file=sys.stderr)
+        return 2
+    bad = [p for a in sys.argv if a.startswith("--parts=") for p in a[8:].split(",")
+           if p not in PARTS]
+    if bad:
+        print(f"gpu_silicon: unknown part(s) {', '.join(bad)}; known: {', '.join(PARTS)}",
+              file=sys.stderr)
+        return 2
+    OUT = Path(args[0])
     QUICK = "--quick" in sys.argv
     NHWC = "--nhwc" in sys.argv
+    if torch is None or not torch.cuda.is_available():
+        print("gpu_silicon: no NVIDIA GPU here (PyTorch with CUDA finds none); run it on a GPU "
+              "machine", file=sys.stderr)
+        return 2
     OUT.mkdir(parents=True, exist_ok=True)
     p = torch.cuda.get_device_properties(0)
     emit({"rec": "device", "name": torch.cuda.get_device_name(0), "sm": p.multi_processor_count,
