@@ -1265,13 +1265,14 @@ def markdown(rows: list[Row], command: str, seconds: float, quick: bool) -> str:
            "distance to the nearest bound (0 inside). Status: `input` rows are published "
            "accuracies that feed TTA studies (not model outputs); `not-modeled` rows are "
            "measurements whose setting the models do not describe (reason given); `outlier` "
-           "rows are flagged by VALIDATION.md itself.", ""]
+           "rows are flagged by VALIDATION.md itself. Section S compares with this project's own "
+           "measurements on a lent H100 (hwconfigs/measurements/), not with a publication.", ""]
     n_ok = sum(r.status in ("ok", "outlier", "qualitative") for r in rows)
     n_fail = sum(r.status == "failed" for r in rows)
     out += [f"{len(rows)} rows: {n_ok} computed, {n_fail} failed, "
             f"{sum(r.status == 'input' for r in rows)} inputs, "
             f"{sum(r.status == 'not-modeled' for r in rows)} not modeled.", ""]
-    for sec in ("A", "B", "C", "D", "HW3", "T"):
+    for sec in SECTION_TITLES:
         rs = [r for r in rows if r.section == sec]
         out += [f"## {SECTION_TITLES[sec]}", ""]
         if not rs:

@@ -48,18 +48,8 @@ def emit(rec: dict) -> None:
 
 
 def timed(fn, repeat: int = 20, warm: int = 3) -> float:
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5 if QUICK else repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(ts)
+    from sim.engines.gpu.calibrate import _timed
+    return _timed(torch, fn, 5 if QUICK else repeat, warm)
 
 
 def mask24(x: torch.Tensor) -> torch.Tensor:
@@ -290,22 +280,8 @@ def run_step() -> None:
 
 def _kernels(fn, calls: int = 10) -> dict:
     """{kernel name: device seconds per call} of `calls` calls of fn, from torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    out: dict = {}
-    for ev in prof.events():
-        if getattr(ev, "device_type", None) is not None and "CUDA" in str(ev.device_type):
-            dt = getattr(ev, "device_time", None)
-            if dt is None:
-                dt = getattr(ev, "cuda_time", 0)
-            out[ev.name[:160]] = out.get(ev.name[:160], 0.0) + dt / 1e6 / calls
-    return out
+    from sim.engines.gpu.calibrate import kernel_times
+    return kernel_times(torch, fn, calls)
 
 
 def run_kernels() -> None:

@@ -289,8 +289,9 @@ def _torch_cuda():
     return torch
 
 
-def _timed(torch, fn, repeat: int) -> float:
-    for _ in range(3):
+def _timed(torch, fn, repeat: int, warm: int = 3) -> float:
+    """Median seconds of one call by CUDA events, after `warm` calls."""
+    for _ in range(warm):
         fn()
     torch.cuda.synchronize()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -304,8 +305,9 @@ def _timed(torch, fn, repeat: int) -> float:
     return statistics.median(ts)
 
 
-def _kernel_seconds(torch, fn, repeat: int) -> float:
-    """Device seconds per call of the kernels fn launches (torch.profiler), host gaps left out."""
+def kernel_times(torch, fn, repeat: int) -> dict[str, float]:
+    """{kernel name: device seconds per call} of the kernels fn launches (torch.profiler), host
+    gaps left out."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
@@ -314,13 +316,19 @@ def _kernel_seconds(torch, fn, repeat: int) -> float:
         for _ in range(repeat):
             fn()
         torch.cuda.synchronize()
-    total = 0.0
+    out: dict[str, float] = {}
     for ev in prof.events():
         if "CUDA" in str(getattr(ev, "device_type", "")):
-            total += getattr(ev, "device_time", None) or getattr(ev, "cuda_time", 0.0)
+            t = getattr(ev, "device_time", None) or getattr(ev, "cuda_time", 0.0)
+            out[ev.name[:160]] = out.get(ev.name[:160], 0.0) + t / 1e6 / repeat
+    return out
+
+
+def _kernel_seconds(torch, fn, repeat: int) -> float:
+    total = sum(kernel_times(torch, fn, repeat).values())
     if not total > 0:
         raise RuntimeError("the profiler saw no kernel")
-    return total / 1e6 / repeat
+    return total
 
 
 def _bench(torch, kind: str, shape: tuple, dtype: str, repeat: int) -> float:
