@@ -15,7 +15,7 @@ from sim.errors import PrunesimError
 
 # `validate --only` row groups; analysis.validation.GROUPS holds them (sim/ does not import
 # analysis/: tests/test_validation.py keeps the two equal)
-VALIDATION_GROUPS = ("hw3", "d", "d-step", "b", "c", "a", "d-accuracy", "t")
+VALIDATION_GROUPS = ("hw3", "d", "d-step", "b", "c", "a", "d-accuracy", "t", "s")
 
 def _positive_int(text: str) -> int:
     try:
