@@ -1008,15 +1008,20 @@ SILICON_PREP_CONV = {(200704, 256): "256,128,256,28,28,3,3,1,1",
                      (12544, 512): "256,512,512,7,7,3,3,1,1", (802816, 64): "256,64,64,56,56,3,3,1,1"}
 
 
-def _silicon(rec: str, run: int | None = None) -> list[dict]:
-    import json
-    out = []
-    with open(SILICON_RUNS, encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("rec") == rec and (run is None or r.get("run") == run):
-                out.append(r)
-    return out
+def _silicon_records() -> list[dict]:
+    """Every record of the committed H100 runs, read once per report."""
+    global _SILICON_CACHE
+    if _SILICON_CACHE is None:
+        with open(SILICON_RUNS, encoding="utf-8") as f:
+            _SILICON_CACHE = [json.loads(line) for line in f if line.strip()]
+    return _SILICON_CACHE
+
+
+_SILICON_CACHE: list[dict] | None = None
+
+
+def _silicon(rec: str) -> list[dict]:
+    return [r for r in _silicon_records() if r.get("rec") == rec]
 
 
 def _kernel_s(d: dict) -> float:
