@@ -59,6 +59,7 @@ def test_model_rho_direction_and_io_kept():
     assert all(e % 5 == 0 for e, _ in t25.points)
 
 
+@pytest.mark.slow   # one fit per rho value, ~3 min each on 2 cores
 def test_leave_one_rho_out_runs():
     rows = leave_one_out(by="rho")
     assert len(rows) >= 2
@@ -169,6 +170,18 @@ def test_depth_scales_the_pruned_fraction_and_is_checked():
             lasso_trajectory(w, 0.25, 10, 182, 128, depth=bad)
 
 
+def test_stored_fit_belongs_to_the_bundled_runs():
+    """fit.json records the digest of exactly the bundled run files (so `prunesim train` loads
+    it instead of refitting): a run file changed without `--write-fit` fails here, fast."""
+    import json
+    from sim.system.lasso_model import FIT_FILE, RUNS_DIR, bundled_fit, runs_digest
+    doc = json.loads((RUNS_DIR / FIT_FILE).read_text())
+    assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
+    assert list(bundled_fit().runs) == doc["fit"]["runs"]
+    assert len(doc["fit"]["runs"]) == len(bundled_runs())
+
+
+@pytest.mark.slow   # the full fit of the bundled runs: ~3 min on 2 cores
 def test_stored_fit_is_the_fit_of_the_bundled_runs():
     """sim/data/prunetrain/fit.json (what `prunesim train` loads) is exactly fit_runs over the
     bundled run files; a run file changed without `tools/prunetrain_runs.py --write-fit` fails."""

@@ -52,6 +52,7 @@ from sim.yamlio import load_yaml_file
 BETAS = (0.0, 0.5, 1.0)
 SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried by the fit
 GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
+DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only with such runs)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
@@ -102,17 +103,37 @@ def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int)
     return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
 
 
-def init_group_norms(workload: Workload) -> tuple[float, int]:
-    """(R0, G): the group-lasso norm sum and the number of groups at PyTorch's default init."""
+# The conv init the model assumes for the networks it predicts: the PruneTrain authors' CIFAR
+# models re-initialise every Conv2d as N(0, 2 / (k_h k_w C_out)) (He et al. 2015, fan out; e.g.
+# src/models/cifar/resnet32_flat.py of the authors' code), as torchvision's ResNets do for
+# ImageNet. Its group norms are 2.2-2.3x PyTorch's default (kaiming_uniform, a = sqrt(5)), so the
+# same rho gives a 2.2-2.3x smaller lambda. The runs record which init they used.
+PAPER_INIT = "he_fan_out"
+INITS = ("torch", "he_fan_out")
+
+
+def init_group_norms(workload: Workload, init: str = "torch") -> tuple[float, int]:
+    """(R0, G): the expected group-lasso norm sum and the number of groups at initialisation:
+    "torch" (PyTorch's default, weight variance 1 / (3 fan_in)) or "he_fan_out" (convs 2 / (k_h
+    k_w C_out); FC layers keep PyTorch's default). A group of n weights of variance v has norm
+    ~ sqrt(n v)."""
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r} ({', '.join(INITS)})")
     first = workload.layers[0].name
     r, g = 0.0, 0
     for l in workload.layers:
         cin = l.c_in // l.groups
         if l.op == "conv":
-            r += l.c_out * math.sqrt(1 / 3)
+            if init == "he_fan_out":
+                r += l.c_out * math.sqrt(2 * cin / l.c_out)        # n = cin k^2
+            else:
+                r += l.c_out * math.sqrt(1 / 3)
             g += l.c_out
             if l.name != first:
-                r += l.c_in * math.sqrt(l.c_out / (3 * cin * l.groups))
+                if init == "he_fan_out":
+                    r += l.c_in * math.sqrt(2 / l.groups)          # n = C_out k^2 / groups
+                else:
+                    r += l.c_in * math.sqrt(l.c_out / (3 * cin * l.groups))
                 g += l.c_in
         else:
             r += l.c_in * math.sqrt(l.c_out / (3 * l.c_in))
@@ -120,18 +141,24 @@ def init_group_norms(workload: Workload) -> tuple[float, int]:
     return r, g
 
 
-def lambda_per_norm(workload: Workload, rho: float) -> float:
+def init_scale(workload: Workload, init: str) -> float:
+    """R0 at `init` over R0 at PyTorch's default: how much larger the initial group norms are."""
+    return init_group_norms(workload, init)[0] / init_group_norms(workload)[0]
+
+
+def lambda_per_norm(workload: Workload, rho: float, init: str = PAPER_INIT) -> float:
     """lambda / n0: lambda = rho CE0 / ((1 - rho) R0) over the mean initial group norm R0 / G."""
-    r0, g = init_group_norms(workload)
+    r0, g = init_group_norms(workload, init)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
     return rho * math.log(classes) / ((1 - rho) * r0) / (r0 / g)
 
 
-def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0) -> np.ndarray:
+def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0,
+                   init: str = PAPER_INIT) -> np.ndarray:
     """The clock at the end of every epoch (cumulative): sum lr*steps/(1-momentum) x
     (lambda/n0)^beta. beta = 1 is the lasso dose u; beta = 0 counts lr-weighted steps only."""
     per = [sched.lr_at(e) * sched.steps_per_epoch() for e in range(sched.epochs)]
-    return np.cumsum(per) / (1 - sched.momentum) * lambda_per_norm(workload, rho) ** beta
+    return np.cumsum(per) / (1 - sched.momentum) * lambda_per_norm(workload, rho, init) ** beta
 
 
 # ------------------------------------------------------------------------------- the runs
@@ -152,6 +179,7 @@ class RunData:
     difficulty: float = 1.0       # D: training CE in the high-lr phase / ln(classes)
     noise: float = 0.0            # the run's pixel-noise difficulty dial (sim.system.lasso_runs)
     high: np.ndarray | None = None  # per epoch: the schedule's lr still at its maximum
+    init_scale: float = 1.0       # the run's R0 over PyTorch's default init's (init_scale())
 
     @property
     def pressure(self) -> float:
@@ -204,8 +232,9 @@ def read_run(path: Path) -> RunData:
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
-                       high_lr_epochs(per, int(run["batch"])))
-    except (KeyError, TypeError, ZeroDivisionError) as e:
+                       high_lr_epochs(per, int(run["batch"])),
+                       init_scale(w, str(run.get("init", "torch"))))
+    except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
 
@@ -229,9 +258,10 @@ class KindFit:
     beta: float = 1.0      # clock: sum lr*steps/(1 - momentum) * (lambda/n0)^beta
     gamma: float = 1.0
     rms: float = 0.0
+    delta: float = 0.0     # k_inf's pressure divided by init_scale^delta (larger init: less pruned)
 
-    def keep(self, rho: float, u, high=False) -> np.ndarray:
-        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma)
+    def keep(self, rho: float, u, high=False, scale: float = 1.0) -> np.ndarray:
+        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta)
         x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
@@ -247,13 +277,15 @@ class Fit:
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
 
-    def keep(self, rho: float, u_by_beta, residual: bool, high=False) -> np.ndarray:
+    def keep(self, rho: float, u_by_beta, residual: bool, high=False,
+             scale: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
-        clock values themselves. high: the schedule's lr is still at its maximum."""
+        clock values themselves. high: the schedule's lr is still at its maximum. scale: the
+        init's R0 over PyTorch's default's (init_scale)."""
         k = self.kind(residual)
         u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
-        return k.keep(rho, u, high)
+        return k.keep(rho, u, high, scale)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -280,15 +312,16 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
 
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
-              pp: np.ndarray) -> KindFit:
+              pp: np.ndarray, ss: np.ndarray) -> KindFit:
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
     for beta in BETAS:
         u = np.concatenate([r.u(beta) for r in runs])
         umax = float(u.max())
         for shape in SHAPES:
-            for gamma in GAMMAS:
-                rr = pp ** gamma
+            for gamma, delta in [(g, d) for g in GAMMAS
+                                 for d in (DELTAS if (ss != 1.0).any() else (0.0,))]:
+                rr = pp ** gamma * ss ** -delta
                 coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
                                  umax * np.geomspace(0.01, 20, 31), a0)
                 if out is not None and coarse[0] > 4 * out[0][0]:
@@ -300,9 +333,9 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
                                sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
                                [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
                 if out is None or best[0] < out[0][0] - 1e-12:
-                    out = (best, beta, shape, gamma)
-    (sse, a, on, sc, h), beta, shape, gamma = out
-    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)))
+                    out = (best, beta, shape, gamma, delta)
+    (sse, a, on, sc, h), beta, shape, gamma, delta = out
+    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta)
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
@@ -315,8 +348,9 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
     pp = np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs])
     hi = np.concatenate([_hi(r).astype(float) for r in runs])
-    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp)
-    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp)
+    ss = np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs])
+    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp, ss)
+    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp, ss)
     return Fit(plain, resid, tuple(r.name for r in runs),
                math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
 
@@ -378,21 +412,23 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
         if not train:
             continue
         f = fit_runs(train)
-        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r))
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.init_scale)
                                               - r.keep_plain,
-                                              f.keep(r.rho, r.u, True, _hi(r))
+                                              f.keep(r.rho, r.u, True, _hi(r), r.init_scale)
                                               - r.keep_residual])
                               for r in test])
         out.append({by: v, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
-                    "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r))[-1]), 3)
+                    "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r),
+                                                           r.init_scale)[-1]), 3)
                                         for r in test]})
     return out
 
 
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
-                     fit: Fit | None = None, depth: float = 1.0):
-    """Channel widths from each reconfiguration epoch on, from the fitted model.
+                     fit: Fit | None = None, depth: float = 1.0, init: str = PAPER_INIT):
+    """Channel widths from each reconfiguration epoch on, from the fitted model, for a network
+    initialised as `init` (default: the authors' He fan-out init, PAPER_INIT).
 
     depth scales the pruned fraction, keep' = 1 - depth * (1 - keep) (1: the model). Not a model
     input: the validation's error budget uses it to feed the engine a trajectory of the model's
@@ -403,16 +439,18 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
-    u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta) for k in (fit.plain, fit.residual)}
+    u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta, init)
+         for k in (fit.plain, fit.residual)}
+    scale = init_scale(workload, init)
     pts = [(0, ())]
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
         for s in plain + res:
             kf = fit.kind(s in res)
-            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high))))
+            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale))))
             width[s] = max(1, round(chans[s] * k))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
-                                  f"interval={interval}; {sched.source}{scaled})")
+                                  f"interval={interval}, {init} init; {sched.source}{scaled})")

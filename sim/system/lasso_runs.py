@@ -51,6 +51,16 @@ class RunConfig:
     # of task difficulty (the lasso's equilibrium depends on how hard the data is to fit)
     noise: float = 0.0
     subset: int | None = None      # train on the first `subset` images of the training split only
+    # torch device of the run ("cpu", "cuda"); not part of the name: the random draws are made on
+    # the CPU generator either way, only the kernels' rounding differs
+    device: str = "cpu"
+    # conv weight init: "torch" (PyTorch's default, kaiming_uniform a=sqrt(5): std 1/sqrt(3 fan_in))
+    # or "he_fan_out" (normal, std sqrt(2 / (k*k*C_out)), BN weight 1 / bias 0: the init of the
+    # PruneTrain authors' CIFAR models, 2.2-2.3x larger group norms, so lambda is that much smaller)
+    init: str = "torch"
+    # on CUDA, replay each training step as a captured CUDA graph (recaptured whenever the model,
+    # lr or batch changes): the eager step of a CIFAR ResNet is launch-bound (~25 ms on an H100)
+    graph: bool = True
 
     @property
     def name(self) -> str:
@@ -61,7 +71,8 @@ class RunConfig:
                 + ("" if self.dynamic_batch else "-fixedb")
                 + (f"-aug{self.shift}" if self.shift else "")
                 + (f"-n{self.noise:g}" if self.noise else "")
-                + (f"-sub{self.subset}" if self.subset else ""))
+                + (f"-sub{self.subset}" if self.subset else "")
+                + ("" if self.init == "torch" else f"-{self.init.replace('_', '')}"))
 
 
 # PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
@@ -71,6 +82,11 @@ class RunConfig:
 # both 10-class sets). Per-sample lr (lr / batch) is 8x the paper's: the price of a CPU budget.
 PAPER_CIFAR = dict(epochs=182, batch=32, lr=0.2, decay_at=(0.5, 0.75), epoch_steps=196,
                    dynamic_batch=False, shift=1)
+# ... and on a GPU at the paper's per-sample lr (lr / batch = 0.1 / 128, the linear scaling rule
+# of Goyal et al. 2017) with 4x the batch: 98 steps of lr 0.4 an epoch give the paper's lr x steps
+# (+0.3 %) in a quarter of the steps. CIFAR's 4-pixel pad-and-crop at 32 x 32.
+PAPER_CIFAR_GPU = dict(epochs=182, batch=512, lr=0.4, decay_at=(0.5, 0.75), epoch_steps=98,
+                       dynamic_batch=False, shift=4)
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
@@ -78,8 +94,9 @@ def lr_at(cfg: RunConfig, epoch: int) -> float:
     return cfg.lr * 0.1 ** sum(epoch >= round(f * cfg.epochs) for f in cfg.decay_at)
 
 
-def run_one(cfg: RunConfig, progress=None) -> dict:
-    """Train one configuration; returns the trajectory document."""
+def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
+    """Train one configuration; returns the trajectory document. `log(record)` gets each epoch's
+    per_epoch record as soon as it is made (a run stopped early keeps what it measured)."""
     import torch
     from sim.capture.datasets import load_dataset
     from sim.capture.methods import PruneTrain
@@ -90,11 +107,20 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
     wl0 = load_workload(cfg.workload)
     chans0 = space_channels(wl0)
     ds = load_dataset(cfg.dataset, (wl0.layers[0].c_in, cfg.size, cfg.size))
+    dev = torch.device(cfg.device)
+    if dev.type == "cuda":
+        torch.backends.cudnn.benchmark = True
     x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
     if cfg.subset:
         x, y = x[:cfg.subset], y[:cfg.subset]
     n = len(y)
+    x, y = x.to(dev), y.to(dev)
     model = build_model(wl0)
+    if cfg.init == "he_fan_out":
+        _he_fan_out(model)
+    elif cfg.init != "torch":
+        raise ValueError(f"unknown init {cfg.init!r} (torch, he_fan_out)")
+    model = model.to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                           weight_decay=cfg.weight_decay)
     pt = PruneTrain(wl0, rho=cfg.rho, interval=cfg.interval, batch=cfg.batch,
@@ -104,44 +130,57 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
     points = {0: {}}
     per_epoch = []
     dose = 0.0
+    graphed = _GraphedStep() if cfg.graph and dev.type == "cuda" else None
     t0 = time.time()
     for e in range(cfg.epochs):
         model.train()
         lr = lr_at(cfg, e) * pt.lr_scale
         for g in opt.param_groups:
             g["lr"] = lr
-        steps, ce_sum = 0, 0.0
+        steps, ce_sum = 0, torch.zeros((), device=dev)
         for idx in batches(pt.batch):
+            idx = idx.to(dev)
             xb = _shifted(x[idx], cfg.shift, gen) if cfg.shift else x[idx]
             if cfg.noise:
-                xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen)
-            ce = torch.nn.functional.cross_entropy(model(xb), y[idx])
-            loss = pt.loss(ce, model)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+                xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen).to(dev)
+            if graphed is not None and pt.lam is not None:
+                graphed.step(model, opt, pt, xb, y[idx], ce_sum)
+            else:
+                ce_sum += _eager_step(model, opt, pt, xb, y[idx])
             steps += 1
-            ce_sum += float(ce.detach())
+        ce_total = float(ce_sum) + (graphed.take() if graphed is not None else 0.0)
         dose += lr * pt.lam * steps
         pt.zero_small(model, opt)
         plan = pt.plan(model)
         # alive channels per space of the ORIGINAL network (rebuilt nets have fewer spaces' channels)
         kept = {s: int(m.sum()) for s, m in plan.space_keep.items()}
         batch_before = pt.batch
+        model_before = model
         model, opt = pt.maybe_reconfigure(e, model, opt, n_train=n)
+        if graphed is not None and model is not model_before:
+            graphed.key = None   # a rebuilt model may reuse a freed one's id()
         if pt.reconfigurations and pt.reconfigurations[-1].epoch == e:
             points[e + 1] = {l.name: [l.c_in, l.c_out] for l in pt.workload.layers}
         norms = _out_group_norms(model, pt.workload)
         per_epoch.append({"epoch": e, "lr": lr, "batch": batch_before, "steps": steps,
-                          "ce": round(ce_sum / max(steps, 1), 5), "dose": dose,
+                          "ce": round(ce_total / max(steps, 1), 5), "dose": dose,
                           "kept": kept, "out_norm_quantiles": {
                               q: float(np.quantile(norms, q / 100)) if len(norms) else 0.0
                               for q in (0, 10, 25, 50)}})
+        if log:
+            if e == 0:   # what the trajectory model needs besides per_epoch, before any time limit
+                log({"header": {"name": cfg.name, "lambda": pt.lam, "first_ce": pt.first_ce,
+                                "first_group_norm": pt.first_norm, "train_samples": n,
+                                "torch": str(torch.__version__)}})
+            log(per_epoch[-1])
         if progress:
             progress(e + 1, cfg.epochs, time.time() - t0)
     with torch.no_grad():
         model.eval()
-        acc = float((model(torch.from_numpy(ds.x_val)).argmax(1).numpy() == ds.y_val).mean())
+        xv = torch.from_numpy(ds.x_val)
+        pred = np.concatenate([model(xv[i:i + 1024].to(dev)).argmax(1).cpu().numpy()
+                               for i in range(0, len(xv), 1024)])
+        acc = float((pred == ds.y_val).mean())
     # points only at epochs < epochs; drop widths equal to the previous point
     return {"schema": 1, "workload": cfg.workload,
             "description": f"real PruneTrain run ({cfg.name}); sim.system.lasso_runs",
@@ -152,10 +191,89 @@ def run_one(cfg: RunConfig, progress=None) -> dict:
                     "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
                     "shift": cfg.shift, "noise": cfg.noise, "subset": cfg.subset,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
-                    "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
+                    "init": cfg.init, "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
                     "space_channels": chans0, "torch": str(torch.__version__)},
             "per_epoch": per_epoch}
+
+
+def _he_fan_out(model) -> None:
+    """Conv weights ~ N(0, 2 / (k_h k_w C_out)), BN weight 1 and bias 0; FC layers keep PyTorch's
+    default (the authors' models re-initialise only their Conv2d and BatchNorm2d modules)."""
+    import torch
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+                m.weight.normal_(0.0, math.sqrt(2.0 / n))
+            elif isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.fill_(1.0)
+                m.bias.zero_()
+
+
+def _eager_step(model, opt, pt, xb, yb):
+    import torch
+    ce = torch.nn.functional.cross_entropy(model(xb), yb)
+    loss = pt.loss(ce, model)   # sets lambda from rho at the first call
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return ce.detach()   # summed on the device by the caller: no host sync per step
+
+
+class _GraphedStep:
+    """The training step (forward, CE + lambda R(W), backward, SGD) as a CUDA graph, following
+    PyTorch's whole-network capture recipe (torch.cuda.graphs): three eager warm-up steps on a
+    side stream with real batches, then capture; later steps copy the batch into the graph's
+    static input and replay. The SGD step bakes the lr, and a reconfiguration makes a new model
+    and optimizer, so the graph is rebuilt when any of (model, optimizer, lr, batch) changes.
+    Zeroing small groups between epochs writes the same parameter and momentum storage in place,
+    which the graph then reads."""
+
+    WARMUP = 3
+
+    def __init__(self):
+        self.key = None
+        self.graph = None
+        self.warm = 0
+
+    def step(self, model, opt, pt, xb, yb, ce_sum):
+        """One step; its CE is added to ce_sum (eager warm-up) or to the graph's accumulator
+        (`take` reads and clears it)."""
+        import torch
+        key = (id(model), id(opt), tuple(g["lr"] for g in opt.param_groups), tuple(xb.shape))
+        if key != self.key:
+            # the previous graph's accumulator was taken at the last epoch end
+            self.key, self.graph, self.warm = key, None, 0
+            self.side = torch.cuda.Stream()
+        if self.graph is None and self.warm < self.WARMUP:
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
+                ce_sum += _eager_step(model, opt, pt, xb, yb)
+            torch.cuda.current_stream().wait_stream(self.side)
+            self.warm += 1
+            return
+        if self.graph is None:
+            self.x, self.y = xb.clone(), yb.clone()
+            self.acc = torch.zeros((), device=xb.device)
+            opt.zero_grad(set_to_none=True)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                ce = torch.nn.functional.cross_entropy(model(self.x), self.y)
+                loss = pt.loss(ce, model)
+                loss.backward()
+                opt.step()
+                self.acc += ce.detach()
+        self.x.copy_(xb)
+        self.y.copy_(yb)
+        self.graph.replay()
+
+    def take(self) -> float:
+        if self.graph is None:
+            return 0.0
+        v = float(self.acc)
+        self.acc.zero_()
+        return v
 
 
 def _batches(n: int, cfg: RunConfig, gen):
@@ -185,20 +303,19 @@ def _shifted(xb, shift: int, gen):
     import torch
     h, w = xb.shape[-2:]
     pad = torch.nn.functional.pad(xb, (shift, shift, shift, shift))
-    off = torch.randint(0, 2 * shift + 1, (2, xb.shape[0]), generator=gen)
-    out = torch.empty_like(xb)
-    for dy in range(2 * shift + 1):
-        for dx in range(2 * shift + 1):
-            sel = ((off[0] == dy) & (off[1] == dx)).nonzero(as_tuple=True)[0]
-            if len(sel):
-                out[sel] = pad[sel, :, dy:dy + h, dx:dx + w]
-    return out
+    off = torch.randint(0, 2 * shift + 1, (2, xb.shape[0]), generator=gen).to(xb.device)
+    # one gather for the whole batch (a loop over the offsets costs 9 kernel launches per step)
+    rows = (off[0][:, None] + torch.arange(h, device=xb.device))[:, None, :, None]
+    cols = (off[1][:, None] + torch.arange(w, device=xb.device))[:, None, None, :]
+    n_idx = torch.arange(xb.shape[0], device=xb.device)[:, None, None, None]
+    c_idx = torch.arange(xb.shape[1], device=xb.device)[None, :, None, None]
+    return pad[n_idx, c_idx, rows, cols]
 
 
 def _out_group_norms(model, workload) -> np.ndarray:
     """L2 norms of every conv output-channel group still in the network (progress to zero)."""
     mods = model.prunesim_layer_modules
-    out = [mods[l.name].weight.detach().flatten(1).norm(dim=1).numpy()
+    out = [mods[l.name].weight.detach().flatten(1).norm(dim=1).cpu().numpy()
            for l in workload.layers if l.op == "conv"]
     return np.concatenate(out) if out else np.zeros(0)
 

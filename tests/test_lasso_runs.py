@@ -1,0 +1,121 @@
+"""The real PruneTrain runs (sim.system.lasso_runs, tools/prunetrain_runs.py): the Fashion-MNIST
+loader, the init option, the batched shift augmentation and rebuilding a run file from its
+per-epoch log."""
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+from sim.capture.datasets import FASHION_FILE, load_dataset  # noqa: E402
+from sim.errors import CaptureError  # noqa: E402
+from sim.system.lasso_model import KindFit, init_group_norms, init_scale  # noqa: E402
+from sim.system.lasso_runs import RunConfig, _he_fan_out, _shifted, run_one  # noqa: E402
+from sim.workload import load_workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fake_fashion(directory: Path, n: int = 50) -> None:
+    rng = np.random.default_rng(0)
+    np.savez_compressed(directory / FASHION_FILE, x=rng.integers(0, 256, (n, 28, 28), np.uint8),
+                        y=(np.arange(n) % 10).astype(np.uint8), source=np.str_("test"))
+
+
+def test_fashion_dataset_reads_the_fetched_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRUNESIM_DATA", str(tmp_path))
+    with pytest.raises(CaptureError, match="fetch_fashion_mnist"):
+        load_dataset("fashion", (3, 16, 16))
+    _fake_fashion(tmp_path)
+    d = load_dataset("fashion", (3, 16, 16))
+    assert d.x_train.shape == (40, 3, 16, 16) and d.classes == 10
+    assert "Fashion-MNIST" in d.info["source"]
+    (tmp_path / FASHION_FILE).write_bytes(b"not a zip")
+    with pytest.raises(CaptureError, match=FASHION_FILE):
+        load_dataset("fashion", (1, 28, 28))
+    np.savez_compressed(tmp_path / FASHION_FILE, x=np.zeros((4, 8, 8), np.uint8),
+                        y=np.zeros(4, np.uint8), source=np.str_("t"))
+    with pytest.raises(CaptureError, match="28 x 28"):
+        load_dataset("fashion", (1, 28, 28))
+
+
+def _shifted_reference(xb, shift, gen):
+    """The per-offset loop the batched gather replaced (same random draws)."""
+    h, w = xb.shape[-2:]
+    pad = torch.nn.functional.pad(xb, (shift, shift, shift, shift))
+    off = torch.randint(0, 2 * shift + 1, (2, xb.shape[0]), generator=gen)
+    out = torch.empty_like(xb)
+    for dy in range(2 * shift + 1):
+        for dx in range(2 * shift + 1):
+            sel = ((off[0] == dy) & (off[1] == dx)).nonzero(as_tuple=True)[0]
+            if len(sel):
+                out[sel] = pad[sel, :, dy:dy + h, dx:dx + w]
+    return out
+
+
+@pytest.mark.parametrize("shift", [1, 2, 4])
+def test_shift_gather_equals_the_offset_loop(shift):
+    x = torch.randn(33, 3, 9, 7)
+    got = _shifted(x, shift, torch.Generator().manual_seed(5))
+    want = _shifted_reference(x, shift, torch.Generator().manual_seed(5))
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("workload", ["resnet32", "vgg11-cifar"])
+def test_he_fan_out_group_norms_match_the_analytic_sum(workload):
+    """The model's analytic R0 for the authors' init is what a sampled network has (and 2.2-2.3x
+    PyTorch's default: lambda is that much smaller at the same rho)."""
+    from sim.capture.methods import group_lasso_torch
+    from sim.capture.torchnet import build_model
+    wl = load_workload(workload)
+    torch.manual_seed(0)
+    m = build_model(wl)
+    with torch.no_grad():
+        r_torch = float(group_lasso_torch(m, wl))
+        _he_fan_out(m)
+        r_he = float(group_lasso_torch(m, wl))
+    assert r_torch == pytest.approx(init_group_norms(wl)[0], rel=0.03)
+    assert r_he == pytest.approx(init_group_norms(wl, "he_fan_out")[0], rel=0.03)
+    assert 2.0 < init_scale(wl, "he_fan_out") < 2.5
+    with pytest.raises(ValueError, match="init"):
+        init_group_norms(wl, "xavier")
+
+
+def test_init_scale_exponent_keeps_more_channels():
+    k = KindFit(a=5.0, u_on=0.0, u_scale=1.0, delta=1.0)
+    end = [float(k.keep(0.25, [1e9], scale=s)[0]) for s in (1.0, 2.3)]
+    assert end[1] > end[0]
+    assert end[0] == pytest.approx(math.exp(-5.0 / 3.0))
+    assert float(KindFit(a=5.0, u_on=0.0, u_scale=1.0).keep(0.25, [1e9], scale=2.3)[0]) == end[0]
+
+
+def test_run_records_its_init_and_the_log_rebuilds_the_run_file(tmp_path):
+    """A tiny CPU run: the He fan-out init gives a smaller lambda than PyTorch's default at the
+    same rho; the per-epoch log streamed during the run rebuilds its widths, lambda and R0."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import prunetrain_runs as pr
+    torch.set_num_threads(1)
+    base = dict(dataset="digits", size=8, epochs=4, batch=32, lr=0.1, epoch_steps=3)
+    lam = {}
+    for init in ("torch", "he_fan_out"):
+        cfg = RunConfig("resnet20", 0.25, 2, init=init, **base)
+        recs = []
+        doc = run_one(cfg, log=recs.append)
+        assert doc["run"]["init"] == init and ("hefanout" in cfg.name) == (init != "torch")
+        lam[init] = doc["run"]["lambda"]
+        assert recs[0]["header"]["lambda"] == lam[init]
+        assert [r["epoch"] for r in recs[1:]] == [0, 1, 2, 3]
+        log = tmp_path / f"{cfg.name}.jsonl"
+        log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        rebuilt = pr.doc_from_log(log, cfg, "test")
+        assert rebuilt["points"] == doc["points"]
+        assert rebuilt["run"]["lambda"] == pytest.approx(lam[init], rel=1e-9)
+        assert rebuilt["run"]["first_group_norm"] == pytest.approx(
+            doc["run"]["first_group_norm"], rel=1e-5)
+        assert rebuilt["run"]["first_ce"] == pytest.approx(doc["run"]["first_ce"], rel=1e-5)
+    assert 2.0 < lam["torch"] / lam["he_fan_out"] < 2.6
