@@ -43,7 +43,7 @@ ms = parse_methods(methods)
 if warm_dir != "-":
     for _ in run_trace(open_trace(warm_dir), ms, engines):
         pass
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 tr = open_trace(trace_dir)
 tot = Totals(tr, ms, engines)
 layers = 0
@@ -51,8 +51,9 @@ for row in run_trace(tr, ms, engines):
     tot.add(row)
     layers += 1
 wall = time.perf_counter() - t0
+cpu = time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"wall_s": wall, "peak_rss_mb": rss, "layers": layers,
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "layers": layers,
                   "records": len(tot.records())}))
 """
 
@@ -106,7 +107,8 @@ def main() -> None:
         print(f"synthetic trace: {syn}")
         print(f"replay ResNet-50 ImageNet batch {batch} (recorded {sub}/batch), cache model "
               f"{args.cache}, {len(hws)} hwconfigs "
-              f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, peak RSS "
+              f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, "
+              f"{res.get('cpu_s', float('nan')):.1f} s CPU (all threads), peak RSS "
               f"{res['peak_rss_mb']:.0f} MB, {res['layers']} layers, {res['records']} records "
               f"(target <= 12 s)")
     else:
