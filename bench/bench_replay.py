@@ -53,15 +53,22 @@ for row in run_trace(tr, ms, engines):
 wall = time.perf_counter() - t0
 cpu = time.process_time() - c0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "layers": layers,
+import sim
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "layers": layers, "sim": sim.__file__,
                   "records": len(tot.records())}))
 """
 
 
+def _root() -> str:
+    # PRUNESIM_BENCH_ROOT: time another checkout with this bench (before/after a change). The
+    # children run in that checkout: `python -c` and `-m` put the working directory first on
+    # sys.path, so started from this checkout they would import its `sim`, not the other one's
+    return str(Path(os.environ.get("PRUNESIM_BENCH_ROOT", str(ROOT))).resolve())
+
+
 def _child(args: list[str]) -> dict:
-    # PRUNESIM_BENCH_ROOT: time another checkout with this bench (before/after a change)
-    env = dict(os.environ, PYTHONPATH=os.environ.get("PRUNESIM_BENCH_ROOT", str(ROOT)))
-    out = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, check=True,
+    env = dict(os.environ, PYTHONPATH=_root())
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, check=True, cwd=_root(),
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -70,14 +77,13 @@ def _synth(workload: str, batch: int, out: Path, subsample: int | None = None) -
     if (out / "manifest.json").exists():
         return {"reused": str(out)}
     t0 = time.perf_counter()
-    # PRUNESIM_BENCH_ROOT: time another checkout with this bench (before/after a change)
-    env = dict(os.environ, PYTHONPATH=os.environ.get("PRUNESIM_BENCH_ROOT", str(ROOT)))
+    env = dict(os.environ, PYTHONPATH=_root())
     cmd = [sys.executable, "-m", "sim", "trace", "synth", "--workload", workload, "--batch",
            str(batch), "--out", str(out), "--force"]
     if subsample:
         cmd += ["--subsample", str(subsample)]
     r = subprocess.run(["/usr/bin/env", "time", "-f", "%M"] + cmd, env=env, check=True,
-                       capture_output=True, text=True)
+                       cwd=_root(), capture_output=True, text=True)
     rss_kb = int(r.stderr.strip().splitlines()[-1]) if r.stderr.strip() else 0
     size = sum(f.stat().st_size for f in out.rglob("*.npy"))
     return {"wall_s": time.perf_counter() - t0, "peak_rss_mb": rss_kb / 1024, "bytes": size}
@@ -93,7 +99,7 @@ def main() -> None:
     ap.add_argument("--cache", choices=("exact", "profile"), default="exact",
                     help="CPU cache model (speed only; default exact, as replay)")
     args = ap.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="prunesim-bench-"))
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="prunesim-bench-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     warm = work / "warm-resnet20"
     _synth("resnet20", 4, warm)
@@ -110,7 +116,7 @@ def main() -> None:
               f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, "
               f"{res.get('cpu_s', float('nan')):.1f} s CPU (all threads), peak RSS "
               f"{res['peak_rss_mb']:.0f} MB, {res['layers']} layers, {res['records']} records "
-              f"(target <= 12 s)")
+              f"(target <= 12 s; sim from {Path(res['sim']).parent.parent})")
     else:
         batch = args.batch or 144
         tr = work / f"resnet50-imagenet-b{batch}-full"
