@@ -119,6 +119,7 @@ SAMPLINGS = ("adaptive", "fixed")
 SAMPLING: ContextVar[str] = ContextVar("prunesim_cpu_sampling", default="adaptive")
 ROUND_UNITS = 12             # measured groups per round of the adaptive sampler
 TARGET_REL = 0.02            # stop once the 95% half-width / estimate is at most this
+WARMUP = 0.5                 # adaptive: a warm-up group simulates the last half of its rows
 
 
 @contextmanager
@@ -255,8 +256,9 @@ def _chains_of(picks) -> list[list[tuple[int, bool]]]:
 
 
 def _layout(job: SpmmJob, T: int, part, per_unit: int, unit_rows: int,
-            chains) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """starts, nrows (C, Gc, T) and measured (C, Gc) of groups listed per chain."""
+            chains, warmup: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """starts, nrows (C, Gc, T) and measured (C, Gc) of groups listed per chain; a warm-up group
+    simulates only its last `warmup` fraction of rows."""
     m = job.m
     C, Gc = len(chains), max(len(ch) for ch in chains)
     starts = np.zeros((C, Gc, T), np.int64)
@@ -269,6 +271,8 @@ def _layout(job: SpmmJob, T: int, part, per_unit: int, unit_rows: int,
             for t in range(T):
                 lo = part[t] + blk * unit_rows
                 hi = min(part[t + 1], lo + unit_rows)
+                if not is_meas and warmup < 1.0 and hi > lo:
+                    lo = hi - max(1, int(math.ceil((hi - lo) * warmup)))
                 starts[c, gi, t] = u * m + lo
                 nrows[c, gi, t] = max(0, hi - lo)
     return starts, nrows, meas
@@ -399,7 +403,8 @@ def _adaptive_exact(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan, nnz_ro
     ys, xs = [], []
     used = 0
     for rp in plan.rounds:
-        st, nr, me = _layout(job, T, plan.part, plan.per_unit, plan.unit_rows, _chains_of(rp))
+        st, nr, me = _layout(job, T, plan.part, plan.per_unit, plan.unit_rows, _chains_of(rp),
+                             WARMUP)
         cnt = _run_exact(cpu, job, indptr, indices, hier, st, nr, me)
         C, Gc, _ = st.shape
         keep = (nr.sum(axis=2) > 0).reshape(-1)
