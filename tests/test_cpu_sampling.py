@@ -1,9 +1,10 @@
-"""The CPU SpMM's confidence-driven sampling (issue 17): rounds of spread systematic groups, a ratio
-estimate against the groups' line accesses, a stop once the 95% half-width meets the target; the
+"""The CPU SpMM's confidence-driven sampling (issue 17): rounds of spread systematic groups, a
+regression estimate on the groups' line accesses, a stop once the 95% half-width meets the target; the
 estimate against the exhaustive simulation, thread independence, early stops and the fixed mode."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def _job(m, k, n, units, density, seed=1, scale=8.0):
 def _locality_job(units=4, m=256, k=2048, n=1152, nnz=24, seed=5):
     """Rows whose B rows come from a small window (cache-resident after their first touch) or
     from anywhere in a B far larger than the caches, switching at irregular row blocks: the
-    cycles per line access vary along the product (what the ratio estimator cannot absorb)."""
+    cycles per line access vary along the product (what the regression on accesses cannot absorb)."""
     rng = np.random.default_rng(seed)
     rows = units * m
     local = np.repeat(rng.random(rows // 8) < 0.5, 8)
@@ -60,7 +61,7 @@ def test_adaptive_within_3_percent_of_exhaustive(cpus, hw, prod, unit_rows, seed
                        sampling="adaptive")
     d = ad[3]
     assert d["simulation"] == "sampled" and d["sampling"]["mode"] == "adaptive"
-    assert d["sampling"]["estimator"] == "ratio"
+    assert d["sampling"]["estimator"] == "regression"
     assert abs(ad[0] / ex[0] - 1) <= 0.03
     # the reported interval and sample size
     assert d["groups_measured"] == sum(
@@ -78,9 +79,10 @@ def test_homogeneous_stops_early_heterogeneous_goes_on(cpus):
     het_job = _locality_job()
     het = simulate_spmm(cpu, het_job, exhaustive=False, cache="exact", sampling="adaptive")
     h, t = homo[3]["sampling"], het[3]["sampling"]
-    assert h["rounds"] == 1 and homo[3]["groups_measured"] == sp.ROUND_UNITS
+    assert h["rounds"] == sp.MIN_ROUNDS < h["rounds_max"]
+    assert homo[3]["groups_measured"] == sp.MIN_ROUNDS * sp.ROUND_UNITS < sp.SAMPLE_UNITS
     assert homo[3]["ci95_rel"] <= sp.TARGET_REL
-    assert t["rounds"] > 1 and het[3]["groups_measured"] > sp.ROUND_UNITS
+    assert t["rounds"] > sp.MIN_ROUNDS and het[3]["groups_measured"] > homo[3]["groups_measured"]
     # what the sample estimates: the exhaustive simulation in the same groups (a group's time is
     # the largest of its bounds, so the grouping itself moves this product's total by 17%: see
     # docs/performance.md), inside the reported interval
@@ -123,10 +125,15 @@ def test_fixed_mode_is_the_old_sampler(cpus):
         simulate_spmm(cpu, job, sampling="smarts")
 
 
-def test_ratio_estimate_is_exact_when_y_is_proportional_to_x():
+def test_regression_estimate_is_exact_when_y_is_linear_in_x():
     x = np.array([3.0, 5.0, 7.0, 2.0])
-    est, half = sp.ratio_estimate(2.5 * x, x, 100.0, 40)
-    assert est == pytest.approx(250.0) and half == pytest.approx(0.0, abs=1e-9)
+    est, half = sp.regression_estimate(4.0 + 2.5 * x, x, 100.0, 40)
+    assert est == pytest.approx(40 * 4.0 + 250.0) and half == pytest.approx(0.0, abs=1e-6)
+    # equal x everywhere: the mean per group
+    est, half = sp.regression_estimate(np.array([1.0, 2.0, 3.0]), np.ones(3), 30.0, 30)
+    assert est == pytest.approx(60.0) and 0.0 < half < math.inf
+    est, half = sp.regression_estimate(np.array([1.0, 2.0, 3.0]), np.ones(3), 3.0, 3)
+    assert est == pytest.approx(6.0) and half == 0.0             # the whole population: no error
     assert sp._t975(11) == pytest.approx(2.201, abs=2e-3)
     assert sp._t975(59) == pytest.approx(2.001, abs=1e-3)
 

@@ -111,13 +111,14 @@ UNIT_ACCESSES = 12_000       # target line accesses per sampled group
 
 # How a sampled product picks its sample size. "adaptive" (the default): the SAMPLE_UNITS systematic
 # positions are simulated in rounds of ROUND_UNITS (each round a spread-out systematic subsample),
-# the total is a ratio estimate against the groups' line accesses (known for every group from the
+# the total is a regression estimate on the groups' line accesses (known for every group from the
 # CSR), and sampling stops once the 95% confidence half-width is within TARGET_REL of the estimate
 # (SMARTS: sample until the confidence interval meets the target). "fixed": all SAMPLE_UNITS groups,
 # the plain mean-per-group estimate (the behaviour before issue 17's third pass, bit for bit).
 SAMPLINGS = ("adaptive", "fixed")
 SAMPLING: ContextVar[str] = ContextVar("prunesim_cpu_sampling", default="adaptive")
 ROUND_UNITS = 12             # measured groups per round of the adaptive sampler
+MIN_ROUNDS = 2               # rounds before the first stop (24 groups: see docs/performance.md)
 TARGET_REL = 0.02            # stop once the 95% half-width / estimate is at most this
 WARMUP = 0.5                 # adaptive: a warm-up group simulates the last half of its rows
 
@@ -143,21 +144,23 @@ def _t975(df: int) -> float:
             + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
 
 
-def ratio_estimate(y: np.ndarray, x: np.ndarray, x_total: float, population: int,
-                   ) -> tuple[float, float]:
-    """Ratio estimate of the population total of y from a sample (y, x), x's population total
-    known, and its 95% half-width (Student t; residual variance with the finite-population
+def regression_estimate(y: np.ndarray, x: np.ndarray, x_total: float, population: int,
+                        ) -> tuple[float, float]:
+    """Regression estimate of the population total of y from a sample (y, x) whose x has a known
+    population total: N (mean y + b (mean X - mean x)), b the least-squares slope; and its 95%
+    half-width (Student t on the residuals, n - 2 degrees of freedom, finite-population
     correction, as for a simple random sample: conservative for a systematic one)."""
     n = y.size
-    sx = float(x.sum())
-    if n == 0 or sx <= 0.0:
-        return float(population * y.mean()) if n else 0.0, math.inf
-    r = float(y.sum()) / sx
-    est = r * x_total
-    if n < 2:
+    if n == 0:
+        return 0.0, math.inf
+    xm, ym = float(x.mean()), float(y.mean())
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx if sxx > 0 else 0.0
+    est = population * (ym + slope * (x_total / population - xm))
+    if n < 3:
         return est, math.inf
-    e = y - r * x
-    half = (_t975(n - 1) * population * float(e.std(ddof=1)) / math.sqrt(n)
+    e = y - ym - slope * (x - xm)
+    half = (_t975(n - 2) * population * math.sqrt(float((e ** 2).sum()) / (n - 2)) / math.sqrt(n)
             * math.sqrt(max(0.0, 1 - n / population)))
     return est, half
 
@@ -375,7 +378,7 @@ def _details(cpu: Cpu, job: SpmmJob, plan: _Plan, model: str, ctot: np.ndarray, 
 
 def _group_accesses(cpu: Cpu, job: SpmmJob, cs_nnz: np.ndarray, starts: np.ndarray,
                     nrows: np.ndarray) -> np.ndarray:
-    """The ratio estimator's auxiliary variable: each group's line accesses as _accesses_per_row
+    """The regression estimator's auxiliary variable: each group's line accesses as _accesses_per_row
     models them (nonzeros and rows of its threads), known for every group without simulating."""
     lines = math.ceil(job.n * F32 / cpu.line) + 1
     per = lines * (2 if cpu.spmm_style == "axpy" else 1)
@@ -392,7 +395,7 @@ def _access_total(cpu: Cpu, job: SpmmJob, cs_nnz: np.ndarray) -> float:
 def _adaptive_exact(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan, nnz_row: np.ndarray,
                     target: float):
     """The exact simulation of the plan's rounds, one after the other on the same CHAINS
-    hierarchies, until the ratio estimate's 95% half-width is within `target` of it (or every
+    hierarchies, until the regression estimate's 95% half-width is within `target` of it (or every
     round ran). Returns the simulated groups (starts, nrows, measured, counts per (group, thread))
     in simulation order and the rounds run."""
     T = plan.starts.shape[2]
@@ -415,8 +418,8 @@ def _adaptive_exact(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan, nnz_ro
         gt = _group_cycles(cpu, job, nnz_row, st[me], nr[me], cnt[me])[0]
         ys.append(gt)
         xs.append(_group_accesses(cpu, job, cs_nnz, st[me], nr[me]))
-        est, half = ratio_estimate(np.concatenate(ys), np.concatenate(xs), x_total, plan.population)
-        if half <= target * est:
+        est, half = regression_estimate(np.concatenate(ys), np.concatenate(xs), x_total, plan.population)
+        if used >= MIN_ROUNDS and half <= target * est:
             break
     return tuple(np.concatenate(a) for a in zip(*parts)) + (used,)
 
@@ -430,7 +433,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
     cache: "profile" (misses derived from the stream's reuse-distance profile, which is built once
     per pattern and reused by every cache geometry) or "exact" (the set-associative LRU
     simulation); None: the current CACHE_MODEL.
-    sampling (a sampled product only): "adaptive" (rounds of ROUND_UNITS groups until the ratio
+    sampling (a sampled product only): "adaptive" (rounds of ROUND_UNITS groups until the regression
     estimate's 95% half-width is within target_rel; the profile model builds its profile once for
     all rounds and uses every one) or "fixed" (all n_sample groups, mean estimate); None: the
     current SAMPLING.
@@ -473,7 +476,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
     if adaptive:
         cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
         x = _group_accesses(cpu, job, cs_nnz, starts[measured], nrows[measured])
-        est, half = ratio_estimate(y, x, _access_total(cpu, job, cs_nnz), plan.population)
+        est, half = regression_estimate(y, x, _access_total(cpu, job, cs_nnz), plan.population)
         frac = est / max(y.sum(), 1e-30)
     elif plan.sampled:
         population = plan.population
@@ -492,7 +495,7 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
           "dram": int((ctot[cs.DRAM] + ctot[cs.PF_DRAM]) * cpu.line)}
     details = _details(cpu, job, plan, model, ctot, G, n_meas, est, half, indptr)
     if plan.sampled:
-        details["sampling"] = {"mode": mode, "estimator": "ratio" if adaptive else "mean",
+        details["sampling"] = {"mode": mode, "estimator": "regression" if adaptive else "mean",
                                "rounds": int(rounds_used), "rounds_max": len(plan.rounds),
                                "target_rel": float(target_rel) if adaptive else None}
     if profile_info is not None:
