@@ -1,6 +1,7 @@
 """End-to-end replay throughput and peak memory, measured in child processes.
 
     python bench/bench_replay.py speed  [--batch 64] [--workdir DIR] [--cache exact|profile]
+                                        [--sampling adaptive|fixed]
         ResNet-50 ImageNet synthetic trace (batch 64), replayed on every bundled engine hwconfig
         (A100, H100, V100, TITAN Xp, Xeon, Pi 4B) for every trace method. Target: <= 12 s (issue 17).
     python bench/bench_replay.py memory [--batch 144] [--workdir DIR]
@@ -38,6 +39,9 @@ except ImportError:
     from sim.replay import engines_for, replay_layers as run_trace
 trace_dir, warm_dir, hws, methods = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(";")
 CACHE_MODEL.set(sys.argv[5] if len(sys.argv) > 5 else "exact")
+if len(sys.argv) > 6 and sys.argv[6] != "-":   # the CPU SpMM sampler (a checkout from before it: -)
+    from sim.engines.cpu.spmm import SAMPLING
+    SAMPLING.set(sys.argv[6])
 engines = engines_for([h for h in hws if h])
 ms = parse_methods(methods)
 if warm_dir != "-":
@@ -98,6 +102,8 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="where synthetic traces go (default: a temp dir)")
     ap.add_argument("--cache", choices=("exact", "profile"), default="exact",
                     help="CPU cache model (speed only; default exact, as replay)")
+    ap.add_argument("--sampling", choices=("adaptive", "fixed"), default=None,
+                    help="CPU SpMM sampler (speed only; default: the checkout's own default)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="prunesim-bench-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -109,10 +115,11 @@ def main() -> None:
         sub = args.subsample or 8
         tr = work / f"resnet50-imagenet-b{batch}-s{sub}"
         syn = _synth("resnet50-imagenet", batch, tr, sub)
-        res = _child([str(tr), str(warm), ",".join(hws), ";".join(METHODS), args.cache])
+        res = _child([str(tr), str(warm), ",".join(hws), ";".join(METHODS), args.cache,
+                      args.sampling or "-"])
         print(f"synthetic trace: {syn}")
         print(f"replay ResNet-50 ImageNet batch {batch} (recorded {sub}/batch), cache model "
-              f"{args.cache}, {len(hws)} hwconfigs "
+              f"{args.cache}, sampling {args.sampling or 'default'}, {len(hws)} hwconfigs "
               f"x {len(METHODS)} methods: {res['wall_s']:.1f} s wall, "
               f"{res.get('cpu_s', float('nan')):.1f} s CPU (all threads), peak RSS "
               f"{res['peak_rss_mb']:.0f} MB, {res['layers']} layers, {res['records']} records "
