@@ -418,7 +418,8 @@ def _adaptive_exact(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan, nnz_ro
         gt = _group_cycles(cpu, job, nnz_row, st[me], nr[me], cnt[me])[0]
         ys.append(gt)
         xs.append(_group_accesses(cpu, job, cs_nnz, st[me], nr[me]))
-        est, half = regression_estimate(np.concatenate(ys), np.concatenate(xs), x_total, plan.population)
+        est, half = regression_estimate(np.concatenate(ys), np.concatenate(xs), x_total,
+                                        plan.population)
         if used >= MIN_ROUNDS and half <= target * est:
             break
     return tuple(np.concatenate(a) for a in zip(*parts)) + (used,)
