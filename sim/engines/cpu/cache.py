@@ -253,9 +253,11 @@ def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
     """spmm_stream over independent chains of sampled groups, one cache hierarchy each, in
     parallel: every array has a leading chain axis. A chain's result does not depend on how many
-    threads run the chains, so sampled estimates are the same on any machine."""
+    threads run the chains, so sampled estimates are the same on any machine. now0[c] is left at
+    chain c's final LRU clock, so a later call can go on with the same hierarchies (the adaptive
+    sampler's rounds)."""
     for c in prange(starts.shape[0]):
-        spmm_stream(indptr, indices, starts[c], nrows[c], measure[c], n_b, register_chunk,
+        now0[c] = spmm_stream(indptr, indices, starts[c], nrows[c], measure[c], n_b, register_chunk,
                     line_bytes, l1[c], l2[c], l3[c], l2_private, l3_private, pf_last[c], pf_next[c], pf_stamp[c], pf_dist, pf_degree, counts[c],
                     now0[c])
 

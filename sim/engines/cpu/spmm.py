@@ -109,6 +109,73 @@ CHAINS = 2                   # independent cache hierarchies the samples alterna
 SAMPLE_UNITS = 60            # sampled row groups per product (each with one warm-up group before)
 UNIT_ACCESSES = 12_000       # target line accesses per sampled group
 
+# How a sampled product picks its sample size. "adaptive" (the default): the SAMPLE_UNITS systematic
+# positions are simulated in rounds of ROUND_UNITS (each round a spread-out systematic subsample),
+# the total is a regression estimate on the groups' line accesses (known for every group from the
+# CSR), and sampling stops once the 95% confidence half-width is within TARGET_REL of the estimate
+# (SMARTS: sample until the confidence interval meets the target). "fixed": all SAMPLE_UNITS groups,
+# the plain mean-per-group estimate (the behaviour before issue 17's third pass, bit for bit).
+SAMPLINGS = ("adaptive", "fixed")
+SAMPLING: ContextVar[str] = ContextVar("prunesim_cpu_sampling", default="adaptive")
+ROUND_UNITS = 12             # measured groups per round of the adaptive sampler
+MIN_ROUNDS = 2               # rounds before the first stop (24 groups: see docs/performance.md)
+TARGET_REL = 0.02            # stop once the 95% half-width / estimate is at most this
+WARMUP = 0.5                 # adaptive: a warm-up group simulates the last half of its rows
+
+
+@contextmanager
+def sampling(name: str):
+    """Run the enclosed CPU simulations with this sampling mode ("adaptive" or "fixed")."""
+    if name not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {name!r} (one of {', '.join(SAMPLINGS)})")
+    tok = SAMPLING.set(name)
+    try:
+        yield
+    finally:
+        SAMPLING.reset(tok)
+
+
+def _t975(df: int) -> float:
+    """Student's t 97.5% quantile (Cornish-Fisher expansion; 2.201 at 11 df, exact to 1e-3)."""
+    z = 1.959963984540054
+    if df <= 0:
+        return math.inf
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+
+
+def regression_estimate(y: np.ndarray, x: np.ndarray, x_total: float, population: int,
+                        ) -> tuple[float, float]:
+    """Regression estimate of the population total of y from a sample (y, x) whose x has a known
+    population total: N (mean y + b (mean X - mean x)), b the least-squares slope; and its 95%
+    half-width (Student t on the residuals, n - 2 degrees of freedom, finite-population
+    correction, as for a simple random sample: conservative for a systematic one)."""
+    n = y.size
+    if n == 0:
+        return 0.0, math.inf
+    xm, ym = float(x.mean()), float(y.mean())
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx if sxx > 0 else 0.0
+    est = population * (ym + slope * (x_total / population - xm))
+    if n < 3:
+        return est, math.inf
+    e = y - ym - slope * (x - xm)
+    half = (_t975(n - 2) * population * math.sqrt(float((e ** 2).sum()) / (n - 2)) / math.sqrt(n)
+            * math.sqrt(max(0.0, 1 - n / population)))
+    return est, half
+
+
+def spread_order(k: int) -> list[int]:
+    """0..k-1 in an order whose every prefix is spread over the range (a golden-ratio stride
+    coprime to k: 5 -> 0, 3, 1, 4, 2), so the first rounds of the adaptive sampler are systematic
+    subsamples spread over the whole product, not its first rows."""
+    if k <= 2:
+        return list(range(k))
+    s = max(1, round(k * 0.6180339887))
+    while math.gcd(s, k) != 1:
+        s += 1
+    return [(i * s) % k for i in range(k)]
+
 
 def register_chunk(cpu: Cpu) -> int:
     """Floats of the C row an MKL-style kernel keeps in registers (all but 4 registers: B vector,
@@ -116,11 +183,8 @@ def register_chunk(cpu: Cpu) -> int:
     return max(1, cpu.vregs - 4) * cpu.spmm_simd if cpu.spmm_style == "register" else 0
 
 
-def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, meas_c) -> np.ndarray:
-    """Counters per (chain, group, thread) from the exact set-associative LRU simulation."""
-    C, Gc, T = starts_c.shape
-    n_b = job.n
-    chunk = register_chunk(cpu)
+def _hierarchy(cpu: Cpu, job: SpmmJob, C: int, T: int) -> list:
+    """C empty cache hierarchies (L1, L2, L3, prefetch tables) with B warmed in, and their clocks."""
     l1 = np.stack([cs.make_level(T, cpu.l1[0], cpu.l1[1], cpu.line)] * C)
     l2 = np.stack([cs.make_level(T if cpu.l2_private else 1, cpu.l2[0], cpu.l2[1], cpu.line)] * C)
     l3 = np.stack([cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)] * C)
@@ -128,21 +192,37 @@ def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, me
     pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
     pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
     # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * n_b * F32, cpu.line, T, l1[c], l2[c],
+    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * job.n * F32, cpu.line, T, l1[c], l2[c],
                                     l3[c], cpu.l2_private, False, 0)
                      for c in range(C)], np.int64)
+    return [l1, l2, l3, pf_last, pf_next, pf_stamp, now0]
+
+
+def _run_exact(cpu: Cpu, job: SpmmJob, indptr, indices, hier: list, starts_c, nrows_c,
+               meas_c) -> np.ndarray:
+    """Counters per (chain, group, thread) of the groups laid out per chain, simulated on `hier`
+    (left in the state the groups leave it in, clocks included)."""
+    C, Gc, T = starts_c.shape
+    l1, l2, l3, pf_last, pf_next, pf_stamp, now0 = hier
+    chunk = register_chunk(cpu)
     counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
     if C == 1:
-        cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], n_b, chunk, cpu.line,
-                       l1[0], l2[0], l3[0], cpu.l2_private, False,
-                       pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
-                       counts_c[0], now0[0])
+        now0[0] = cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], job.n, chunk,
+                                 cpu.line, l1[0], l2[0], l3[0], cpu.l2_private, False,
+                                 pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
+                                 counts_c[0], now0[0])
     else:
-        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, n_b, chunk, cpu.line,
+        cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, job.n, chunk, cpu.line,
                        l1, l2, l3, cpu.l2_private, False,
                        pf_last, pf_next, pf_stamp, cpu.pf_dist, cpu.pf_degree, counts_c, now0)
     return counts_c
 
+
+def _counts_exact(cpu: Cpu, job: SpmmJob, indptr, indices, starts_c, nrows_c, meas_c) -> np.ndarray:
+    """Counters per (chain, group, thread) from the exact set-associative LRU simulation."""
+    C, _, T = starts_c.shape
+    return _run_exact(cpu, job, indptr, indices, _hierarchy(cpu, job, C, T), starts_c, nrows_c,
+                      meas_c)
 
 
 def _accesses_per_row(cpu: Cpu, nnz_mean: float, n_b: int) -> float:
@@ -161,6 +241,44 @@ class _Plan:
     population: int              # groups of the whole product: (recorded unit, block)
     unit_rows: int
     sampled: bool
+    rounds: tuple = ()           # sampled: the adaptive sampler's rounds, each its picks ascending
+    part: tuple = ()             # thread t's rows of a unit: [part[t], part[t + 1])
+    per_unit: int = 1            # groups per recorded unit
+
+
+def _chains_of(picks) -> list[list[tuple[int, bool]]]:
+    """Sampled groups (ascending) alternating between CHAINS hierarchies, each right after its own
+    warm-up group (unless its chain just simulated that group)."""
+    chains: list[list[tuple[int, bool]]] = [[] for _ in range(CHAINS)]
+    for i, p in enumerate(picks):
+        ch = chains[i % CHAINS]
+        if p > 0 and (not ch or ch[-1][0] != p - 1):
+            ch.append((int(p) - 1, False))
+        ch.append((int(p), True))
+    return [ch for ch in chains if ch]
+
+
+def _layout(job: SpmmJob, T: int, part, per_unit: int, unit_rows: int,
+            chains, warmup: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """starts, nrows (C, Gc, T) and measured (C, Gc) of groups listed per chain; a warm-up group
+    simulates only its last `warmup` fraction of rows."""
+    m = job.m
+    C, Gc = len(chains), max(len(ch) for ch in chains)
+    starts = np.zeros((C, Gc, T), np.int64)
+    nrows = np.zeros((C, Gc, T), np.int64)
+    meas = np.zeros((C, Gc), np.bool_)
+    for c, ch in enumerate(chains):
+        for gi, (g, is_meas) in enumerate(ch):
+            u, blk = divmod(g, per_unit)
+            meas[c, gi] = is_meas
+            for t in range(T):
+                lo = part[t] + blk * unit_rows
+                hi = min(part[t + 1], lo + unit_rows)
+                if not is_meas and warmup < 1.0 and hi > lo:
+                    lo = hi - max(1, int(math.ceil((hi - lo) * warmup)))
+                starts[c, gi, t] = u * m + lo
+                nrows[c, gi, t] = max(0, hi - lo)
+    return starts, nrows, meas
 
 
 def _plan(job: SpmmJob, T: int, acc_row: float, exhaustive: bool, seed: int,
@@ -174,6 +292,7 @@ def _plan(job: SpmmJob, T: int, acc_row: float, exhaustive: bool, seed: int,
             else max(1, min(part_rows, 64))
     per_unit = math.ceil(part_rows / unit_rows)
     population = job.units * per_unit
+    rounds: tuple = ()
     if exhaustive or population <= 2 * n_sample:
         chains = [[(g, True) for g in range(population)]]
         sampled = False
@@ -185,28 +304,16 @@ def _plan(job: SpmmJob, T: int, acc_row: float, exhaustive: bool, seed: int,
         step = population / n_sample
         picks = np.unique((rng.random() * step + step * np.arange(n_sample)).astype(np.int64))
         picks = picks[picks < population]
-        chains = [[] for _ in range(CHAINS)]
-        for i, p in enumerate(picks):
-            ch = chains[i % CHAINS]
-            if p > 0 and (not ch or ch[-1][0] != p - 1):
-                ch.append((int(p) - 1, False))
-            ch.append((int(p), True))
-        chains = [ch for ch in chains if ch]
+        chains = _chains_of(picks)
         sampled = True
-    C, Gc = len(chains), max(len(ch) for ch in chains)
-    starts = np.zeros((C, Gc, T), np.int64)
-    nrows = np.zeros((C, Gc, T), np.int64)
-    meas = np.zeros((C, Gc), np.bool_)
-    for c, ch in enumerate(chains):
-        for gi, (g, is_meas) in enumerate(ch):
-            u, blk = divmod(g, per_unit)
-            meas[c, gi] = is_meas
-            for t in range(T):
-                lo = part[t] + blk * unit_rows
-                hi = min(part[t + 1], lo + unit_rows)
-                starts[c, gi, t] = u * m + lo
-                nrows[c, gi, t] = max(0, hi - lo)
-    return _Plan(starts, nrows, meas, population, unit_rows, sampled)
+        # the adaptive sampler's rounds: pick i goes to round i mod k, the rounds taken in a
+        # spread order starting at a random residue, so every round is a systematic sample of the
+        # whole product with a random start (drawn after the picks: they stay the fixed plan's)
+        k = max(1, math.ceil(picks.size / ROUND_UNITS))
+        first = int(rng.integers(k))
+        rounds = tuple(picks[(first + r) % k::k] for r in spread_order(k))
+    starts, nrows, meas = _layout(job, T, part, per_unit, unit_rows, chains)
+    return _Plan(starts, nrows, meas, population, unit_rows, sampled, rounds, tuple(part), per_unit)
 
 
 def _counts(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan,
@@ -269,15 +376,72 @@ def _details(cpu: Cpu, job: SpmmJob, plan: _Plan, model: str, ctot: np.ndarray, 
             "density": float(indptr[-1] / max(1, indptr.size - 1) / max(1, job.k))}
 
 
+def _group_accesses(cpu: Cpu, job: SpmmJob, cs_nnz: np.ndarray, starts: np.ndarray,
+                    nrows: np.ndarray) -> np.ndarray:
+    """The regression estimator's auxiliary variable: each group's line accesses as _accesses_per_row
+    models them (nonzeros and rows of its threads), known for every group without simulating."""
+    lines = math.ceil(job.n * F32 / cpu.line) + 1
+    per = lines * (2 if cpu.spmm_style == "axpy" else 1)
+    nnz = cs_nnz[starts + nrows] - cs_nnz[starts]
+    return (nnz * per + nrows * lines).sum(axis=-1).astype(np.float64)
+
+
+def _access_total(cpu: Cpu, job: SpmmJob, cs_nnz: np.ndarray) -> float:
+    """The auxiliary variable's population total: every row of every recorded unit."""
+    return float(_group_accesses(cpu, job, cs_nnz, np.zeros((1, 1), np.int64),
+                                 np.full((1, 1), job.m * job.units, np.int64))[0])
+
+
+def _adaptive_exact(cpu: Cpu, job: SpmmJob, indptr, indices, plan: _Plan, nnz_row: np.ndarray,
+                    target: float):
+    """The exact simulation of the plan's rounds, one after the other on the same CHAINS
+    hierarchies, until the regression estimate's 95% half-width is within `target` of it (or every
+    round ran). Returns the simulated groups (starts, nrows, measured, counts per (group, thread))
+    in simulation order and the rounds run."""
+    T = plan.starts.shape[2]
+    hier = _hierarchy(cpu, job, CHAINS, T)
+    cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
+    x_total = _access_total(cpu, job, cs_nnz)
+    parts: list = []
+    ys, xs = [], []
+    used = 0
+    for rp in plan.rounds:
+        st, nr, me = _layout(job, T, plan.part, plan.per_unit, plan.unit_rows, _chains_of(rp),
+                             WARMUP)
+        cnt = _run_exact(cpu, job, indptr, indices, hier, st, nr, me)
+        C, Gc, _ = st.shape
+        keep = (nr.sum(axis=2) > 0).reshape(-1)
+        st, nr = st.reshape(C * Gc, T)[keep], nr.reshape(C * Gc, T)[keep]
+        me, cnt = me.reshape(-1)[keep], cnt.reshape(C * Gc, T, cs.N_COUNTS)[keep]
+        parts.append((st, nr, me, cnt))
+        used += 1
+        gt = _group_cycles(cpu, job, nnz_row, st[me], nr[me], cnt[me])[0]
+        ys.append(gt)
+        xs.append(_group_accesses(cpu, job, cs_nnz, st[me], nr[me]))
+        est, half = regression_estimate(np.concatenate(ys), np.concatenate(xs), x_total,
+                                        plan.population)
+        if used >= MIN_ROUNDS and half <= target * est:
+            break
+    return tuple(np.concatenate(a) for a in zip(*parts)) + (used,)
+
+
 def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, seed: int = 0,
                   unit_rows: int | None = None, n_sample: int = SAMPLE_UNITS,
-                  cache: str | None = None) -> tuple[float, dict[str, float], dict[str, int], dict]:
+                  cache: str | None = None, sampling: str | None = None,
+                  target_rel: float = TARGET_REL) -> tuple[float, dict[str, float], dict[str, int], dict]:
     """Cycles of the whole product (all real units) with the cache hierarchy simulated.
 
     cache: "profile" (misses derived from the stream's reuse-distance profile, which is built once
     per pattern and reused by every cache geometry) or "exact" (the set-associative LRU
     simulation); None: the current CACHE_MODEL.
+    sampling (a sampled product only): "adaptive" (rounds of ROUND_UNITS groups until the regression
+    estimate's 95% half-width is within target_rel; the profile model builds its profile once for
+    all rounds and uses every one) or "fixed" (all n_sample groups, mean estimate); None: the
+    current SAMPLING.
     """
+    mode = sampling if sampling is not None else SAMPLING.get()
+    if mode not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {mode!r} (one of {', '.join(SAMPLINGS)})")
     T = cpu.threads
     indptr = np.ascontiguousarray(job.indptr, np.int64)
     indices = np.ascontiguousarray(job.indices, np.int32)
@@ -288,14 +452,21 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
         exhaustive = acc_row * job.m * job.units <= EXHAUSTIVE_ACCESSES
     plan = _plan(job, T, acc_row, exhaustive, seed, unit_rows, n_sample)
     model = cache if cache is not None else CACHE_MODEL.get()
-    counts_c, profile_info = _counts(cpu, job, indptr, indices, plan, model)
-    C, Gc, _ = plan.starts.shape
-    keep = (plan.nrows.sum(axis=2) > 0).reshape(-1)
-    starts = plan.starts.reshape(C * Gc, T)[keep]
-    nrows = plan.nrows.reshape(C * Gc, T)[keep]
-    measured = plan.measured.reshape(-1)[keep]
-    counts = counts_c.reshape(C * Gc, T, cs.N_COUNTS)[keep]
-    G = int(keep.sum())
+    adaptive = plan.sampled and mode == "adaptive"
+    profile_info = None
+    rounds_used = len(plan.rounds)
+    if adaptive and model == "exact":
+        starts, nrows, measured, counts, rounds_used = _adaptive_exact(
+            cpu, job, indptr, indices, plan, nnz_row, target_rel)
+    else:
+        counts_c, profile_info = _counts(cpu, job, indptr, indices, plan, model)
+        C, Gc, _ = plan.starts.shape
+        keep = (plan.nrows.sum(axis=2) > 0).reshape(-1)
+        starts = plan.starts.reshape(C * Gc, T)[keep]
+        nrows = plan.nrows.reshape(C * Gc, T)[keep]
+        measured = plan.measured.reshape(-1)[keep]
+        counts = counts_c.reshape(C * Gc, T, cs.N_COUNTS)[keep]
+    G = int(measured.size)
     group_t, limit, names = _group_cycles(cpu, job, nnz_row, starts, nrows, counts)
     y = group_t[measured]
     # which bound limited each measured group (by cycles, for the breakdown)
@@ -303,7 +474,12 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
     for gi in np.nonzero(measured)[0]:
         bd[names[limit[gi]]] += group_t[gi]
     n_meas = y.size
-    if plan.sampled:
+    if adaptive:
+        cs_nnz = np.concatenate([[0], np.cumsum(nnz_row)])
+        x = _group_accesses(cpu, job, cs_nnz, starts[measured], nrows[measured])
+        est, half = regression_estimate(y, x, _access_total(cpu, job, cs_nnz), plan.population)
+        frac = est / max(y.sum(), 1e-30)
+    elif plan.sampled:
         population = plan.population
         est = population * y.mean()
         sd = y.std(ddof=1) if n_meas > 1 else 0.0
@@ -319,6 +495,10 @@ def simulate_spmm(cpu: Cpu, job: SpmmJob, *, exhaustive: bool | None = None, see
           "l3": int((ctot[cs.L3_HIT] + ctot[cs.PF_L3]) * cpu.line),
           "dram": int((ctot[cs.DRAM] + ctot[cs.PF_DRAM]) * cpu.line)}
     details = _details(cpu, job, plan, model, ctot, G, n_meas, est, half, indptr)
+    if plan.sampled:
+        details["sampling"] = {"mode": mode, "estimator": "regression" if adaptive else "mean",
+                               "rounds": int(rounds_used), "rounds_max": len(plan.rounds),
+                               "target_rel": float(target_rel) if adaptive else None}
     if profile_info is not None:
         details["profile"] = profile_info
     return total, bd, by, details
