@@ -59,7 +59,7 @@ def test_model_rho_direction_and_io_kept():
     assert all(e % 5 == 0 for e, _ in t25.points)
 
 
-@pytest.mark.slow   # one fit per rho value, ~3 min each on 2 cores
+@pytest.mark.slow   # one fit per rho value, ~20 s each on 2 cores
 def test_leave_one_rho_out_runs():
     rows = leave_one_out(by="rho")
     assert len(rows) >= 2
@@ -181,7 +181,6 @@ def test_stored_fit_belongs_to_the_bundled_runs():
     assert len(doc["fit"]["runs"]) == len(bundled_runs())
 
 
-@pytest.mark.slow   # the full fit of the bundled runs: ~3 min on 2 cores
 def test_stored_fit_is_the_fit_of_the_bundled_runs():
     """sim/data/prunetrain/fit.json (what `prunesim train` loads) is exactly fit_runs over the
     bundled run files; a run file changed without `tools/prunetrain_runs.py --write-fit` fails."""

@@ -313,27 +313,39 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
               pp: np.ndarray, ss: np.ndarray) -> KindFit:
+    """The grids of beta, shape and gamma with delta = 0, then delta (only when some run has
+    another init) searched with the best (beta, shape, gamma): a full grid over delta too would
+    cost 4x the fit for the one parameter that only the init-pair runs inform."""
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
+
+    def search(u, umax, rr, shape):
+        coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
+                         umax * np.geomspace(0.01, 20, 31), a0)
+        if out is not None and coarse[0] > 4 * out[0][0]:
+            return coarse          # far from the best: the fine grid will not win
+        _, a, on, sc, h = coarse
+        # the fine grid: +-1 coarse step around the best of every parameter
+        return _search(u, rr, hi, y, shape,
+                       np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
+                       sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
+                       [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
+
     for beta in BETAS:
         u = np.concatenate([r.u(beta) for r in runs])
         umax = float(u.max())
         for shape in SHAPES:
-            for gamma, delta in [(g, d) for g in GAMMAS
-                                 for d in (DELTAS if (ss != 1.0).any() else (0.0,))]:
-                rr = pp ** gamma * ss ** -delta
-                coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
-                                 umax * np.geomspace(0.01, 20, 31), a0)
-                if out is not None and coarse[0] > 4 * out[0][0]:
-                    continue           # far from the best: the fine grid will not win
-                _, a, on, sc, h = coarse
-                # the fine grid: +-1 coarse step around the best of every parameter
-                best = _search(u, rr, hi, y, shape,
-                               np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
-                               sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
-                               [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
+            for gamma in GAMMAS:
+                best = search(u, umax, pp ** gamma, shape)
                 if out is None or best[0] < out[0][0] - 1e-12:
-                    out = (best, beta, shape, gamma, delta)
+                    out = (best, beta, shape, gamma, 0.0)
+    if (ss != 1.0).any():
+        _, beta, shape, gamma, _ = out
+        u = np.concatenate([r.u(beta) for r in runs])
+        for delta in DELTAS[1:]:
+            best = search(u, float(u.max()), pp ** gamma * ss ** -delta, shape)
+            if best[0] < out[0][0] - 1e-12:
+                out = (best, beta, shape, gamma, delta)
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta)
 

@@ -108,8 +108,7 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
     chans0 = space_channels(wl0)
     ds = load_dataset(cfg.dataset, (wl0.layers[0].c_in, cfg.size, cfg.size))
     dev = torch.device(cfg.device)
-    if dev.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = dev.type == "cuda"
     x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
     if cfg.subset:
         x, y = x[:cfg.subset], y[:cfg.subset]
