@@ -92,15 +92,20 @@ CACHE_MODEL: ContextVar[str] = ContextVar("prunesim_cpu_cache_model", default="e
 
 
 @contextmanager
-def cache_model(name: str):
-    """Run the enclosed CPU simulations with this cache model."""
-    if name not in CACHE_MODELS:
-        raise ValueError(f"unknown cache model {name!r} (one of {', '.join(CACHE_MODELS)})")
-    tok = CACHE_MODEL.set(name)
+def _scoped(var: ContextVar, choices: tuple[str, ...], what: str, name: str):
+    """Set a context variable to one of its choices for the enclosed block."""
+    if name not in choices:
+        raise ValueError(f"unknown {what} {name!r} (one of {', '.join(choices)})")
+    tok = var.set(name)
     try:
         yield
     finally:
-        CACHE_MODEL.reset(tok)
+        var.reset(tok)
+
+
+def cache_model(name: str):
+    """Run the enclosed CPU simulations with this cache model."""
+    return _scoped(CACHE_MODEL, CACHE_MODELS, "cache model", name)
 
 
 # products with at most this many simulated line accesses run exhaustively
@@ -123,16 +128,9 @@ TARGET_REL = 0.02            # stop once the 95% half-width / estimate is at mos
 WARMUP = 0.5                 # adaptive: a warm-up group simulates the last half of its rows
 
 
-@contextmanager
 def sampling(name: str):
     """Run the enclosed CPU simulations with this sampling mode ("adaptive" or "fixed")."""
-    if name not in SAMPLINGS:
-        raise ValueError(f"unknown sampling {name!r} (one of {', '.join(SAMPLINGS)})")
-    tok = SAMPLING.set(name)
-    try:
-        yield
-    finally:
-        SAMPLING.reset(tok)
+    return _scoped(SAMPLING, SAMPLINGS, "sampling", name)
 
 
 def _t975(df: int) -> float:
