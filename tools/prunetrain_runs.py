@@ -115,16 +115,16 @@ def doc_from_log(log: Path, c: RunConfig, note: str) -> dict:
     with torch.no_grad():
         r0 = float(group_lasso_torch(model, wl))
     lam = per[0]["dose"] / (per[0]["lr"] * per[0]["steps"])
+    chans = space_channels(wl)
     points = {0: {}}
     for r in per:
         e = r["epoch"]
         if (e + 1) % c.interval == 0 and e + 1 < c.epochs:
             k = r["kept"]
-            w = {}
-            for l in wl.layers:
-                per_in = l.c_in // space_channels(wl)[l.in_space] if l.op == "fc" else 1
-                w[l.name] = [k[l.in_space] * per_in, k[l.out_space]]
-            points[e + 1] = w
+            # an FC layer's inputs are its input space's channels x the flattened positions
+            points[e + 1] = {l.name: [k[l.in_space] * (l.c_in // chans[l.in_space]
+                                                        if l.op == "fc" else 1), k[l.out_space]]
+                             for l in wl.layers}
     return {"schema": 1, "workload": c.workload,
             "description": f"real PruneTrain run ({c.name}); sim.system.lasso_runs; {note}",
             "points": points,
@@ -137,7 +137,7 @@ def doc_from_log(log: Path, c: RunConfig, note: str) -> dict:
                     "seed": c.seed, "init": c.init, "lambda": lam,
                     "first_ce": lam * (1 - c.rho) * r0 / c.rho, "first_group_norm": r0,
                     "val_accuracy": None, "seconds": None,
-                    "space_channels": space_channels(wl), "torch": None},
+                    "space_channels": chans, "torch": None},
             "per_epoch": per}
 
 
