@@ -284,10 +284,28 @@ def test_dask_worker_killed_mid_sweep_changes_nothing(tmp_path):
 # interruption: kill -9 and Ctrl-C mid-run, then resume
 
 
-def _sweep_proc(db: Path, *extra: str) -> subprocess.Popen:
+# Holds the sweep after its first group is stored, so that the signal lands mid-run however
+# loaded the machine is (a plain sweep could finish before the test sees its first row).
+_HOLD_AFTER_FIRST_GROUP = """
+import sys, time
+import sim.results.sweep as sweep
+from sim.cli import main
+run_group, calls = sweep.run_group, []
+def held(task):
+    calls.append(task)
+    if len(calls) > 1:
+        time.sleep(120)
+    return run_group(task)
+sweep.run_group = held
+sys.exit(main())
+"""
+
+
+def _sweep_proc(db: Path, *extra: str, hold: bool = False) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PRUNESIM_PROGRESS="0")
     # cnn2 (fast) first, then resnet20 on a CPU model (seconds): the kill lands in between
-    return subprocess.Popen([sys.executable, "-m", "sim", "sweep", "--hw", "a100-sxm4-40gb",
+    entry = ["-c", _HOLD_AFTER_FIRST_GROUP, "sweep"] if hold else ["-m", "sim", "sweep"]
+    return subprocess.Popen([sys.executable, *entry, "--hw", "a100-sxm4-40gb",
                              "--hw", "xeon-e5-2680v4", "--trace", CNN2, "--trace", RESNET20,
                              "--method", "dbtd:p=0.99", "--jobs", "1", "--db", str(db), *extra],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -318,7 +336,7 @@ def uninterrupted():
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_interrupted_sweep_resumes_to_the_uninterrupted_rows(tmp_path, sig, uninterrupted):
     db = tmp_path / "r.sqlite"
-    p = _sweep_proc(db)
+    p = _sweep_proc(db, hold=True)
     n = _wait_rows(db, p)
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
