@@ -158,7 +158,8 @@ def _add_capture_command(sub) -> None:
     p = sub.add_parser("capture", help="train a zoo network on real data (CPU) and record a trace")
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--dataset", required=True,
-                   help="offline real dataset: digits or mnist5k (see docs/capture.md)")
+                   help="offline real dataset: digits, mnist5k, fashion or cifar10 (the last "
+                        "two fetched once by tools/fetch_*.py; see docs/capture.md)")
     p.add_argument("--epochs", type=_ranged("epochs"), required=True)
     p.add_argument("--out", required=True, help="trace directory to create")
     p.add_argument("--batch", type=_ranged("batch"), default=32)

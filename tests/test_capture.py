@@ -314,10 +314,10 @@ def test_unknown_dataset_is_capture_error(capsys, tmp_path):
         load_dataset("imagenet", (3, 32, 32))
     assert e.value.field == "--dataset" and "digits" in str(e.value) and "mnist5k" in str(e.value)
     from sim.cli import main
-    rc = main(["capture", "--workload", "cnn2", "--dataset", "cifar10", "--epochs", "1",
+    rc = main(["capture", "--workload", "cnn2", "--dataset", "svhn", "--epochs", "1",
                "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "--dataset" in err and "cifar10" in err
+    assert rc == 2 and err.count("\n") == 1 and "--dataset" in err and "svhn" in err
     assert not (tmp_path / "x").exists()
 
 

