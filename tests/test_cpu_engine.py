@@ -59,6 +59,47 @@ def test_spmm_stream_matches_reference(chunk, threads, l2_private):
     np.testing.assert_array_equal(counts, ref)
 
 
+
+@pytest.mark.parametrize("streams,chunk", [(32, 96), (8, 0), (2, 24)])
+def test_spmm_stream_stream_table_matches_reference(streams, chunk):
+    """The stream table's recency list and hash counts choose the entries a full scan would: a
+    product whose B rows are 256 lines apart (every stream's last line in one hash bucket, so
+    the scan fallback runs) matches the reference count for count."""
+    indptr, indices = random_csr(120, 64, 0.15, seed=5)
+    n_b, line = 4096, 64                                 # a B row = 256 lines
+    starts = np.array([[0], [40], [80]], np.int64)
+    nrows = np.full((3, 1), 40, np.int64)
+    measure = np.array([False, True, True])
+    fresh = lambda: [cs.make_level(1, 4096, 2, line), cs.make_level(1, 32768, 4, line),
+                     cs.make_level(1, 262144, 8, line)]
+    pf = [np.full((1, streams), -10, np.int64), np.full((1, streams), -10, np.int64),
+          np.zeros((1, streams), np.int64)]
+    counts = np.zeros((3, 1, cs.N_COUNTS), np.int64)
+    cs.spmm_stream(indptr, indices, starts, nrows, measure, n_b, chunk, line, *fresh(), True,
+                   False, *pf, 20, 2, counts)
+    ref = cs.spmm_stream_ref(indptr, indices, starts, nrows, measure, n_b, chunk, line, fresh(),
+                             True, False, streams, 20, 2)
+    assert counts[..., cs.PF_L3:].sum() > 0
+    np.testing.assert_array_equal(counts, ref)
+
+
+def test_stream_table_index_orders_as_the_scan():
+    """_pf_index, rebuilt from a table's state when a call resumes it: the recency list runs by
+    stamp, then entry (the scan's LRU choice; unused entries have stamp 0), and the hash counts
+    add up the entries' last lines."""
+    rng = np.random.default_rng(2)
+    stamps = np.where(rng.random((2, 32)) < 0.3, 0, rng.permutation(64)[:64].reshape(2, 32) + 1)
+    last = rng.integers(-10, 5000, (2, 32))
+    lru, bucket = cs._pf_index(last.astype(np.int64), stamps.astype(np.int64))
+    for t in range(2):
+        order, e = [], lru[t, 64]
+        while e >= 0:
+            order.append(e)
+            e = lru[t, 32 + e]
+        assert order == sorted(range(32), key=lambda x: (stamps[t, x], x))
+        assert lru[t, 65] == order[-1] and lru[t, order[0]] == -1
+        np.testing.assert_array_equal(bucket[t], np.bincount(last[t] & 255, minlength=256))
+
 def test_lru_evicts_least_recent():
     lv = cs.make_level(1, 2 * 64, 2, 64)               # one set, two ways
     assert not cs._lookup(lv, 0, 1, 1)
