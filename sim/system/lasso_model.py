@@ -87,19 +87,27 @@ class Schedule:
         return math.ceil(self.samples / self.batch)
 
 
+# The authors' step decays (their configs: cifar_*.yaml `schedule: '91 136'` of 182 epochs,
+# imagenet_resnet50.yaml `schedule: '41 61 81'` of 90, lr x0.1 from each of these 1-based epochs
+# on; train_batch 128 / 256 at lr 0.1), as fractions of the epochs so other lengths scale them.
+CIFAR_DECAYS = (0.5, 0.75)                 # 91 and 136 of 182 (1-based: 0-based 90 / 135)
+IMAGENET_DECAYS = (40 / 90, 60 / 90, 80 / 90)
+
+
 def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
-    """PruneTrain's schedules (VALIDATION.md C: 182 CIFAR epochs at batch 128, 90 ImageNet epochs at
-    256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly with the global batch, x0.1 at
-    50 % / 75 % (CIFAR, He et al. 2016 [U: their 164-epoch schedule, scaled]) or epochs 30 / 60 of 90
-    (ImageNet, Goyal et al. 2017 [U])."""
+    """PruneTrain's schedules (the authors' configs; VALIDATION.md C: 182 CIFAR epochs at batch
+    128, 90 ImageNet epochs at 256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly
+    with the global batch, x0.1 at 50 % / 75 % of the epochs (CIFAR) or from epochs 41, 61 and 81
+    of 90 (ImageNet, 1-based)."""
     if dataset == "imagenet":
         lr = 0.1 * global_batch / 256
-        dec = tuple(round(f * epochs) for f in (1 / 3, 2 / 3))
-        src = "ImageNet: lr 0.1 per 256, x0.1 at 1/3 and 2/3 of the epochs [U]"
+        dec = tuple(round(f * epochs) for f in IMAGENET_DECAYS)
+        src = ("ImageNet: lr 0.1 per 256, x0.1 from epochs 41 / 61 / 81 of 90 (the authors' "
+               "imagenet_resnet50.yaml)")
     else:
         lr = 0.1 * global_batch / 128
-        dec = tuple(round(f * epochs) for f in (0.5, 0.75))
-        src = "CIFAR: lr 0.1 per 128, x0.1 at 50 % and 75 % of the epochs [U]"
+        dec = tuple(round(f * epochs) for f in CIFAR_DECAYS)
+        src = "CIFAR: lr 0.1 per 128, x0.1 at 50 % and 75 % of the epochs (the authors' configs)"
     return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
 
 
