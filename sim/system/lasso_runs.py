@@ -142,11 +142,7 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
         steps, ce_sum = 0, torch.zeros((), device=dev)
         for idx in batches(pt.batch):
             idx = idx.to(dev)
-            xb = _shifted(x[idx], cfg.shift, gen) if cfg.shift else x[idx]
-            if cfg.flip:
-                xb = _flipped(xb, gen)
-            if cfg.noise:
-                xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen).to(dev)
+            xb = _augmented(x[idx], cfg, gen)
             if graphed is not None and pt.lam is not None:
                 graphed.step(model, opt, pt, xb, y[idx], ce_sum)
             else:
@@ -315,6 +311,19 @@ def _shifted(xb, shift: int, gen):
     n_idx = torch.arange(xb.shape[0], device=xb.device)[:, None, None, None]
     c_idx = torch.arange(xb.shape[1], device=xb.device)[None, :, None, None]
     return pad[n_idx, c_idx, rows, cols]
+
+
+def _augmented(xb, cfg: RunConfig, gen):
+    """The run's augmentation of one batch, in a fixed order of random draws: shifts, flips,
+    pixel noise (each only if the run has it, so older runs' draws are unchanged)."""
+    import torch
+    if cfg.shift:
+        xb = _shifted(xb, cfg.shift, gen)
+    if cfg.flip:
+        xb = _flipped(xb, gen)
+    if cfg.noise:
+        xb = xb + cfg.noise * torch.randn(xb.shape, generator=gen).to(xb.device)
+    return xb
 
 
 def _flipped(xb, gen):
