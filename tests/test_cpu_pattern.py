@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from sim.engines.cpu.engine import _SamplePattern
-from sim.engines.cpu.spmm import (csr_of_keys, csr_of_mask, mask_of_result, pattern_keys,
-                                  sample_transpose_keys)
+from sim.engines.cpu.spmm import (csr_of_keys, csr_of_mask, csr_t_of_keys, mask_of_result,
+                                  pattern_keys, sample_transpose_keys)
 from sim.methods.base import CSR
 
 
@@ -49,6 +49,7 @@ def test_keys_match_the_mask_path():
         assert keys.size == nnz
         assert _same(csr_of_keys(keys, n * c, pq), fwd)
         assert _same(csr_of_keys(sample_transpose_keys(keys, n, c, pq), n * pq, c), tr)
+        assert _same(csr_t_of_keys(keys, n, c, pq), tr)        # the counting kernel, same CSR
         pat = _SamplePattern(mr, n, c, pq)
         assert pat.nnz == nnz and _same(pat.csr(), fwd) and _same(pat.csr_t(), tr)
 

@@ -29,18 +29,21 @@ B_BASE = 3 << 36
 C_BASE = 4 << 36
 
 
-def make_level(copies: int, size_bytes: int, ways: int, line: int) -> np.ndarray:
+def make_level(copies: int, size_bytes: int, ways: int, line: int,
+               chains: int | None = None) -> np.ndarray:
     """An empty level (copies: private per thread, or 1 if shared): int64 [copy, set, 2 * ways],
     a set's tags (-1: empty) then its LRU stamps side by side, so one lookup reads one contiguous
     run of memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain,
     so every lookup there misses the host's caches; this halves those misses).
 
     A level of size 0 (no L3 on the Pi) is one set of zero ways: every lookup misses and
-    nothing is kept.
+    nothing is kept. chains: that many independent levels stacked on a leading axis, filled in
+    place (stacking copies of one cost a copy of the Xeon's 9 MiB L3 per product).
     """
     sets = size_bytes // (ways * line) if size_bytes > 0 else 1
     ways = ways if size_bytes > 0 else 0
-    lv = np.empty((copies, max(sets, 1), 2 * ways), np.int64)
+    lead = (chains,) if chains is not None else ()
+    lv = np.empty(lead + (copies, max(sets, 1), 2 * ways), np.int64)
     reset_level(lv)
     return lv
 

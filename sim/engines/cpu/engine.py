@@ -28,8 +28,8 @@ from sim.engines.cpu.gemm import gemm_model
 from sim.engines.cpu.passes import (col2im_pass, csr_build_pass, im2col_pass, method_pass,
                                     stream_pass, transpose_pass)
 from sim.engines.cpu.spec import F32, Cpu, cpu_spec, kernel_result
-from sim.engines.cpu.spmm import (SpmmJob, csr_of_keys, csr_of_mask, mask_of_result, pattern_keys,
-                                  random_csr, sample_transpose_keys, simulate_spmm)
+from sim.engines.cpu.spmm import (SpmmJob, csr_of_keys, csr_of_mask, csr_t_of_keys, mask_of_result,
+                                  pattern_keys, random_csr, simulate_spmm)
 from sim.errors import ConfigError
 
 MATH_KERNELS = ("gemm", "spmm")
@@ -250,7 +250,7 @@ class _SamplePattern:
                 self._csr_t = csr_of_mask(self.mask.reshape(n, c, pq).transpose(0, 2, 1)
                                           .reshape(n * pq, c))
             else:
-                self._csr_t = csr_of_keys(sample_transpose_keys(self.keys, n, c, pq), n * pq, c)
+                self._csr_t = csr_t_of_keys(self.keys, n, c, pq)
         return self._csr_t
 
 
