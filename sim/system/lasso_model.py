@@ -188,6 +188,7 @@ class RunData:
     noise: float = 0.0            # the run's pixel-noise difficulty dial (sim.system.lasso_runs)
     high: np.ndarray | None = None  # per epoch: the schedule's lr still at its maximum
     init_scale: float = 1.0       # the run's R0 over PyTorch's default init's (init_scale())
+    has_residual: bool = True     # the network has residual nodes (VGG has none)
 
     @property
     def pressure(self) -> float:
@@ -241,7 +242,7 @@ def read_run(path: Path) -> RunData:
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
-                       init_scale(w, str(run.get("init", "torch"))))
+                       init_scale(w, str(run.get("init", "torch"))), bool(res))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -358,6 +359,13 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta)
 
 
+def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per epoch of every run: the high-lr flag, the pressure P and the init scale."""
+    return (np.concatenate([_hi(r).astype(float) for r in runs]),
+            np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs]),
+            np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs]))
+
+
 def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     """Least squares, per kind of space (plain, residual node; their errors are independent):
     the clock exponent beta (BETAS), the approach shape (SHAPES), the pressure exponent gamma
@@ -366,11 +374,12 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     runs = tuple(runs)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
-    pp = np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs])
-    hi = np.concatenate([_hi(r).astype(float) for r in runs])
-    ss = np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs])
-    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), hi, pp, ss)
-    resid = _fit_kind(runs, np.concatenate([r.keep_residual for r in runs]), hi, pp, ss)
+    plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), *_columns(runs))
+    # a network without residual nodes (VGG) says nothing about them: its "residual keep" would
+    # be a constant 1 the fit had to explain
+    with_res = tuple(r for r in runs if r.has_residual) or runs
+    resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
+                      *_columns(with_res))
     return Fit(plain, resid, tuple(r.name for r in runs),
                math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
 
@@ -433,9 +442,9 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
             continue
         f = fit_runs(train)
         err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.init_scale)
-                                              - r.keep_plain,
-                                              f.keep(r.rho, r.u, True, _hi(r), r.init_scale)
-                                              - r.keep_residual])
+                                              - r.keep_plain]
+                                             + ([f.keep(r.rho, r.u, True, _hi(r), r.init_scale)
+                                                 - r.keep_residual] if r.has_residual else []))
                               for r in test])
         out.append({by: v, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
