@@ -57,8 +57,8 @@ GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
         # the real CIFAR-10 (tools/fetch_cifar10.py) at 16 x 16 (CIFAR's 4-pixel crops and flips
         # at half the size), the same schedule and init as the clean-digits run above: what the
         # data alone changes at the paper's dose
-        + [RunConfig("resnet20", 0.25, 10, **_C16),
-           RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out")])
+        + [RunConfig("resnet20", 0.25, 10, **_C16)]
+        + [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r in (0.25, 0.2, 0.1)])
 
 
 # The paper's CIFAR schedule at its per-sample lr (PAPER_CIFAR_GPU: batch 512, lr 0.4, 98 steps an
