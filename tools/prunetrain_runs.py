@@ -5,6 +5,7 @@
     python tools/prunetrain_runs.py --force --only resnet20   # rerun a subset
     python tools/prunetrain_runs.py --list
     python tools/prunetrain_runs.py --grid gpu --device cuda --jobs 8   # Fashion-MNIST, paper schedule
+    python tools/prunetrain_runs.py --grid cifar --device cuda --jobs 8 # CIFAR-10 (fetch_cifar10.py)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
