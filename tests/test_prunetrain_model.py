@@ -155,6 +155,16 @@ def test_fit_recovers_known_parameters():
     assert f.residual.shape == 2.0 and f.residual.hover == pytest.approx(0.3)
 
 
+def test_schedules_follow_the_authors_configs():
+    """imagenet_resnet50.yaml: lr 0.1 at batch 256, x0.1 from 1-based epochs 41, 61, 81 of 90;
+    cifar_*.yaml: lr 0.1 at batch 128, x0.1 from epochs 91 and 136 of 182 (0-based 90, 135)."""
+    s = default_schedule("imagenet", 90, 256, 1_281_167)
+    assert [s.lr_at(e) for e in (39, 40, 59, 60, 79, 80)] == pytest.approx(
+        [0.1, 0.01, 0.01, 0.001, 0.001, 0.0001])
+    c = default_schedule("cifar10", 182, 256, 50_000)
+    assert [c.lr_at(e) for e in (89, 90, 134, 135)] == pytest.approx([0.2, 0.02, 0.02, 0.002])
+
+
 def test_networks_without_residual_nodes_do_not_enter_the_residual_fit():
     """A VGG run has no residual nodes: its constant 'residual keep' of 1 must not pull the
     residual fit (it once did: residual RMS 0.145 with them, 0.101 without, over 36 runs)."""

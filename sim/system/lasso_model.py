@@ -90,15 +90,15 @@ class Schedule:
 # The authors' step decays (their configs: cifar_*.yaml `schedule: '91 136'` of 182 epochs,
 # imagenet_resnet50.yaml `schedule: '41 61 81'` of 90, lr x0.1 from each of these 1-based epochs
 # on; train_batch 128 / 256 at lr 0.1), as fractions of the epochs so other lengths scale them.
-CIFAR_DECAYS = (0.5, 0.75)                 # 91 and 136 of 182 (1-based: 0-based 90 / 135)
+CIFAR_DECAYS = (90 / 182, 135 / 182)       # 0-based epochs 90 and 135 of 182
 IMAGENET_DECAYS = (40 / 90, 60 / 90, 80 / 90)
 
 
 def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
     """PruneTrain's schedules (the authors' configs; VALIDATION.md C: 182 CIFAR epochs at batch
     128, 90 ImageNet epochs at 256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly
-    with the global batch, x0.1 at 50 % / 75 % of the epochs (CIFAR) or from epochs 41, 61 and 81
-    of 90 (ImageNet, 1-based)."""
+    with the global batch, x0.1 from (1-based) epochs 91 and 136 of 182 (CIFAR) or 41, 61 and 81
+    of 90 (ImageNet), scaled with the number of epochs."""
     if dataset == "imagenet":
         lr = 0.1 * global_batch / 256
         dec = tuple(round(f * epochs) for f in IMAGENET_DECAYS)
@@ -107,7 +107,8 @@ def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int)
     else:
         lr = 0.1 * global_batch / 128
         dec = tuple(round(f * epochs) for f in CIFAR_DECAYS)
-        src = "CIFAR: lr 0.1 per 128, x0.1 at 50 % and 75 % of the epochs (the authors' configs)"
+        src = ("CIFAR: lr 0.1 per 128, x0.1 from epochs 91 / 136 of 182 (the authors' "
+               "cifar_*.yaml)")
     return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
 
 
