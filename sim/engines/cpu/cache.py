@@ -256,7 +256,7 @@ def spmm_row_lines(indptr, indices, r, n_b, register_chunk, shift, t, last_idx, 
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
     """Replay C = A @ B (A in CSR, B dense K x n_b) for row groups; fill counts[g, t, :].
@@ -296,7 +296,7 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
     return now
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3_private, now):
     """Touch a region once per thread (the state right after a pass wrote it), no counting."""
     shift = line_shift(line_bytes)
@@ -311,7 +311,7 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3
     return now
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
     """spmm_stream over independent chains of sampled groups, one cache hierarchy each, in
