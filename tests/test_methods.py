@@ -447,3 +447,23 @@ def test_dbtd_topk_leave_fc_dense_unless_fc_prune(method):
     assert "fc=prune" in parse_method(method + ",fc=prune").label
     with pytest.raises(ValueError, match="fc"):
         parse_method(method + ",fc=sometimes")
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "mostly-zero"])
+def test_topk_radix_select_is_numpys_partition(kind):
+    # the k-th largest |g| and the count above it, against np.partition, with ties and zeros
+    rng = np.random.default_rng(7)
+    for n in (2, 9, 1000, 70_001):
+        x = rng.standard_normal(n).astype(np.float32)
+        if kind == "ties":
+            x = np.round(x * 4).astype(np.float32)
+        elif kind == "mostly-zero":
+            x[rng.random(n) < 0.9] = 0
+        a = np.abs(x)
+        for k in sorted({1, max(1, n // 100), max(1, n // 2), n - 1}):
+            kth, above = db._kth_largest(a, k)
+            want = np.partition(a, n - k)[n - k]
+            assert kth == want and above == int((a > want).sum()), (n, k)
+            idx = db._topk_mask(a, k)
+            ref = np.nonzero(db.topk_np(x, k))[0]
+            assert idx.size == k and np.array_equal(idx[x[idx] != 0], ref), (n, k)
