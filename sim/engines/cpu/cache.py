@@ -311,6 +311,40 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3
     return now
 
 
+@njit(cache=True, nogil=True)
+def _fill_in_order(lv, first, n, now):
+    """Copy 0 of an EMPTY level (tags -1, stamps 0) as n misses of lines first, ..., first + n - 1
+    at stamps now + 1, ..., now + n leave it: consecutive lines go round the sets, so line i is
+    its set's (i // sets)-th arrival and, the first empty way being taken and then the oldest,
+    sits in way (i // sets) % ways; only the last sets * ways lines stay."""
+    ways = lv.shape[2] >> 1
+    if ways == 0:
+        return
+    sets = lv.shape[1]
+    for i in range(max(0, n - sets * ways), n):
+        line = first + i
+        s = line & (sets - 1) if sets & (sets - 1) == 0 else line % sets
+        w = (i // sets) % ways
+        lv[0, s, w] = line
+        lv[0, s, ways + w] = now + 1 + i
+
+
+def warm_region_empty(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3_private,
+                      now):
+    """warm_region on empty levels: with one thread every line misses every level once, so each
+    level's state is written directly (_fill_in_order) instead of simulated lookup by lookup; the
+    same state and clock (tests/test_cpu_engine.py). More threads: warm_region itself."""
+    if n_threads != 1:
+        return warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private,
+                           l3_private, now)
+    shift = line_shift(line_bytes)
+    first = base >> shift
+    n = ((base + n_bytes - 1) >> shift) + 1 - first
+    for lv in (l3, l2, l1):
+        _fill_in_order(lv, first, n, now)
+    return now + n
+
+
 @njit(cache=True, parallel=True, nogil=True)
 def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):

@@ -192,8 +192,8 @@ def _hierarchy(cpu: Cpu, job: SpmmJob, C: int, T: int) -> list:
     pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
     pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
     # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * job.n * F32, cpu.line, T, l1[c], l2[c],
-                                    l3[c], cpu.l2_private, False, 0)
+    now0 = np.array([cs.warm_region_empty(cs.B_BASE, job.k * job.n * F32, cpu.line, T, l1[c],
+                                          l2[c], l3[c], cpu.l2_private, False, 0)
                      for c in range(C)], np.int64)
     return [l1, l2, l3, pf_last, pf_next, pf_stamp, now0]
 
