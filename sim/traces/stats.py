@@ -158,6 +158,22 @@ def _chunk_pass(x):
     return mean, out[0], out[1], out[2], out[3], mx, nz
 
 
+@njit(cache=True, nogil=True)
+def _below(keys, vals, top):
+    """(keys[keys < top], vals[keys < top]) in one pass without a boolean mask."""
+    n = 0
+    for i in range(keys.size):
+        if keys[i] < top:
+            n += 1
+    ko, vo = np.empty(n, keys.dtype), np.empty(n, vals.dtype)
+    j = 0
+    for i in range(keys.size):
+        if keys[i] < top:
+            ko[j], vo[j] = keys[i], vals[i]
+            j += 1
+    return ko, vo
+
+
 def _chunk_ref(x: np.ndarray) -> tuple:
     """_chunk_pass in plain NumPy (what layer_stats computed before the kernel)."""
     x = np.array(x, dtype=np.float64)
@@ -227,8 +243,7 @@ def layer_stats(array: np.ndarray, *, chunk_elems: int = CHUNK_ELEMS,
             # order, so chunking does not change the sample); keep the k smallest keys.
             new = rng.random(nz.size)
             if keep_keys.size == sample_size:  # full: only keys below the current k-th can enter
-                sel = new < keep_keys.max()
-                new, nz = new[sel], nz[sel]
+                new, nz = _below(new, nz, keep_keys.max())
             keys = np.concatenate([keep_keys, new])
             vals = np.concatenate([keep_vals, nz])
             if keys.size > sample_size:
