@@ -32,28 +32,26 @@ C_BASE = 4 << 36
 def make_level(copies: int, size_bytes: int, ways: int, line: int,
                chains: int | None = None) -> np.ndarray:
     """An empty level (copies: private per thread, or 1 if shared): int64 [copy, set, 2 * ways],
-    a set's tags (-1: empty) then its LRU stamps side by side, so one lookup reads one contiguous
-    run of memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain,
-    so every lookup there misses the host's caches; this halves those misses).
+    a set's tags then its LRU stamps side by side, so one lookup reads one contiguous run of
+    memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain, so every
+    lookup there misses the host's caches; this halves those misses).
+
+    Empty is all zeros: tag 0 (no simulated line is 0: the layout's regions start at 1 << 36, so
+    it never matches) and stamp 0 (older than any access, so empty ways fill first). np.zeros
+    maps fresh zero pages lazily: a product pays only for the sets it touches, not a 9 MiB fill.
 
     A level of size 0 (no L3 on the Pi) is one set of zero ways: every lookup misses and
-    nothing is kept. chains: that many independent levels stacked on a leading axis, filled in
-    place (stacking copies of one cost a copy of the Xeon's 9 MiB L3 per product).
+    nothing is kept. chains: that many independent levels stacked on a leading axis.
     """
     sets = size_bytes // (ways * line) if size_bytes > 0 else 1
     ways = ways if size_bytes > 0 else 0
     lead = (chains,) if chains is not None else ()
-    lv = np.empty(lead + (copies, max(sets, 1), 2 * ways), np.int64)
-    reset_level(lv)
-    return lv
+    return np.zeros(lead + (copies, max(sets, 1), 2 * ways), np.int64)
 
 
 def reset_level(lv: np.ndarray) -> None:
-    """Empty a level (or a stack of them, leading axes free) in place: reusing the arrays of a
-    cache geometry costs one pass over memory already mapped instead of fresh pages."""
-    ways = lv.shape[-1] // 2
-    lv[..., :ways] = -1
-    lv[..., ways:] = 0
+    """Empty a level (or a stack of them, leading axes free) in place."""
+    lv[...] = 0
 
 
 @njit(cache=True, inline="always")
@@ -313,7 +311,7 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3
 
 @njit(cache=True, nogil=True)
 def _fill_in_order(lv, first, n, now):
-    """Copy 0 of an EMPTY level (tags -1, stamps 0) as n misses of lines first, ..., first + n - 1
+    """Copy 0 of an EMPTY level (make_level) as n misses of lines first, ..., first + n - 1
     at stamps now + 1, ..., now + n leave it: consecutive lines go round the sets, so line i is
     its set's (i // sets)-th arrival and, the first empty way being taken and then the oldest,
     sits in way (i // sets) % ways; only the last sets * ways lines stay."""
