@@ -467,3 +467,17 @@ def test_topk_radix_select_is_numpys_partition(kind):
             idx = db._topk_mask(a, k)
             ref = np.nonzero(db.topk_np(x, k))[0]
             assert idx.size == k and np.array_equal(idx[x[idx] != 0], ref), (n, k)
+
+
+def test_topk_csr_from_kept_indices_is_the_dense_scan():
+    # the CSR built from the kept indices equals to_csr of the pruned tensor (zeros among the kept
+    # left out), for NCHW and N x F shapes
+    for shape, keep in (((3, 5, 4, 4), 0.1), ((2, 3, 7, 5), 0.9), ((6, 10), 0.3)):
+        g = heavy(shape, seed=4)
+        g.reshape(-1)[::3] = 0
+        res = db.topk(g, keep)
+        ref = db.to_csr(res.pruned)
+        assert res.csr.shape == ref.shape
+        for a, b in ((res.csr.indptr, ref.indptr), (res.csr.indices, ref.indices),
+                     (res.csr.data, ref.data)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)

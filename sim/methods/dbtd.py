@@ -259,6 +259,17 @@ def topk_np(g: np.ndarray, k: int) -> np.ndarray:
     return out.reshape(np.shape(g))
 
 
+def _csr_of_kept(idx: np.ndarray, vals: np.ndarray, shape) -> CSR:
+    """to_csr of a tensor that is zero except `vals` at the ascending flat indices `idx` (all
+    nonzero), from those k entries instead of a scan of the dense tensor."""
+    rows = shape[0] * shape[1] if len(shape) == 4 else shape[0]
+    cols = int(np.prod(shape)) // rows if rows else 0
+    r, c = np.divmod(idx, cols) if cols else (idx, idx)
+    indptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(np.bincount(r, minlength=rows), out=indptr[1:])
+    return CSR(indptr, c.astype(np.int32), vals.astype(np.float32), (int(rows), int(cols)))
+
+
 def topk(g: np.ndarray, keep: float, build_csr: bool = True) -> MethodResult:
     """meProp-style baseline: keep the fraction `keep` of elements with the largest |g| per layer."""
     if not 0.0 < keep <= 1.0:
@@ -267,12 +278,14 @@ def topk(g: np.ndarray, keep: float, build_csr: bool = True) -> MethodResult:
     n = flat.size
     k = max(1, int(math.ceil(keep * n)))
     idx = _topk_mask(np.abs(flat), k)
+    vals = flat[idx]
     out = np.zeros_like(flat)
-    out[idx] = flat[idx]
+    out[idx] = vals
     pruned = out.reshape(np.shape(g))
-    nnz = int(np.count_nonzero(out))
+    nz = vals != 0
+    nnz = int(nz.sum())
     # partition (introselect, ~2n compares on average) + a selection scan
     work = WorkAccount(elems_read=3 * n, elems_written=n, compares=3 * n, flops=n, passes=3)
-    csr = to_csr(pruned) if build_csr else None
+    csr = _csr_of_kept(idx[nz], vals[nz], np.shape(g)) if build_csr else None
     return MethodResult("topk", {"keep": keep}, "csr", nnz / n, work, pruned=pruned, csr=csr,
                         extra={"k": k})
