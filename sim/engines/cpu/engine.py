@@ -220,7 +220,7 @@ class _SamplePattern:
     hwconfig of a replay asks for the same one, possibly from two threads at once: sim.driver
     runs CPU hwconfigs side by side; the last KEEP results' patterns are kept)."""
 
-    KEEP = 4                            # methods in flight at once in a replay, with room
+    KEEP = 2                            # CSR methods of one layer (the replay waits per layer)
     _recent: "OrderedDict[int, tuple]" = OrderedDict()   # id(mr) -> (mr, its _SamplePattern)
     _lock = threading.Lock()
 
