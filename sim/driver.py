@@ -15,6 +15,8 @@ records, sweeps, the API, the report, plots, validation and the system timeline 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -155,16 +157,20 @@ class LayerRun:
 
 def phase_rows(engine: Engine, layer, batch: int, method_result, *, method: str,
                iteration=None, epoch=None, phases=PHASES, dtype=None, threads: int = 1,
-               seed: int = 0) -> list[PhaseRow]:
-    """The PhaseRows of one (layer, method) on one engine; Unsupported becomes a "not run" row."""
+               seed: int = 0, quiet: bool = True) -> list[PhaseRow]:
+    """The PhaseRows of one (layer, method) on one engine; Unsupported becomes a "not run" row.
+
+    quiet: the engine's sparse-fallback warnings are silenced (a fallback is the row's `fallback`
+    field, summarized once by the caller). False: left alone, for a worker thread, where
+    `warnings.catch_warnings` is not thread-safe (see EnginePool)."""
     from sim.engines.energy import kernels_energy
     hw = engine.hw
     base = dict(iteration=iteration, epoch=epoch, layer=layer.name, op=layer.op,
                 block=layer.block, method=method, hw=hw.name, hw_kind=hw.kind)
     try:
-        with warnings.catch_warnings():
-            # a fallback is the row's `fallback` field, summarized once by the caller
-            warnings.filterwarnings("ignore", FALLBACK_WARNING, RuntimeWarning)
+        with warnings.catch_warnings() if quiet else contextlib.nullcontext():
+            if quiet:
+                warnings.filterwarnings("ignore", FALLBACK_WARNING, RuntimeWarning)
             ks = phase_kernels(engine, layer, batch, method_result, phases=phases, dtype=dtype,
                                threads=threads, seed=seed)
     except Unsupported as e:
@@ -187,10 +193,68 @@ def _layer_row(layer, res, label: str, *, iteration=None, epoch=None, gemms=None
                     tuple(shape), mnk.get("agbp", ()), mnk.get("wgc", ()), stats)
 
 
+def replay_threads(threads: int | None = None) -> int:
+    """Threads a replay may use: `threads`, else Numba's count in this thread (NUMBA_NUM_THREADS,
+    or numba.set_num_threads; the machine's cores by default)."""
+    if threads is not None:
+        return max(1, int(threads))
+    import numba
+    return numba.get_num_threads()
+
+
+class EnginePool:
+    """Runs the CPU hwconfigs' phase_rows on worker threads (as many as the thread budget and the
+    CPU hwconfigs allow), while the calling thread goes on with the methods and the other engines.
+
+    The CPU engines' cache kernels release the GIL (`nogil`), and each CPU hwconfig's products are
+    independent of the others', so two CPU hwconfigs of a replay run on two cores; every row is
+    the same as run in the calling thread and comes back in the same place. A worker sees the
+    caller's context variables (the cache model and sampler: sim.engines.cpu.spmm) and runs the
+    cache kernels with one Numba thread (its CPU hwconfig already has a core). CPU engines emit no
+    sparse-fallback warnings, so the worker does not filter warnings (catch_warnings is not
+    thread-safe). None of this where fewer than two threads or two CPU hwconfigs are given."""
+
+    def __init__(self, engines: list[Engine], threads: int | None = None):
+        cpus = [e for e in engines if e.hw.kind == "cpu"]
+        n = min(replay_threads(threads), len(cpus))
+        self.pool = None
+        self.ids = {id(e) for e in cpus} if n >= 2 else set()
+        if self.ids:
+            from concurrent.futures import ThreadPoolExecutor
+            self.pool = ThreadPoolExecutor(n, thread_name_prefix="prunesim-cpu",
+                                           initializer=_one_numba_thread)
+
+    def rows(self, engine: Engine, *args, **kw):
+        """phase_rows(engine, ...) now (a list), or a future of it (a CPU hwconfig in the pool)."""
+        if id(engine) not in self.ids:
+            return phase_rows(engine, *args, **kw)
+        ctx = contextvars.copy_context()
+        return self.pool.submit(ctx.run, phase_rows, engine, *args, quiet=False, **kw)
+
+    @staticmethod
+    def collect(parts: list) -> tuple:
+        """The rows of `parts` (lists and futures of lists) in order, waiting for the futures."""
+        out: list[PhaseRow] = []
+        for p in parts:
+            out += p if isinstance(p, list) else p.result()
+        return tuple(out)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _one_numba_thread() -> None:
+    import numba
+    numba.set_num_threads(1)        # thread-local: this worker only
+
+
 def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
-              iteration: int | None = None) -> Iterator[LayerRun]:
+              iteration: int | None = None, threads: int | None = None) -> Iterator[LayerRun]:
     """Per recorded (iteration, layer): each method applied once to the recorded tensor (its work
-    scaled to the trace's batch), every engine given that result."""
+    scaled to the trace's batch), every engine given that result. threads: how many threads it may
+    use (replay_threads; with 2 or more, CPU hwconfigs run side by side: EnginePool); the rows are
+    the same for any count."""
     from sim.methods import apply_method, stream_key
     from sim.methods.base import scale_work
     from sim.traces.format import stream_checked
@@ -198,29 +262,33 @@ def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
     conv_index = {l.name: i for i, l in enumerate(w.convs)}
     need_csr = any(e.hw.kind == "cpu" for e in engines)
     scale = trace.batch / trace.recorded_batch
-    for rec, arr, stats in stream_checked(trace, "dO", iteration):
-        full = w.layer(rec.layer)
-        g_full = lower(full, trace.batch)
-        lrows, prows = [], []
-        for m in methods:
-            layer, mg, spec = full, arr, m
-            if hasattr(m, "narrow"):
-                # a PruneTrain column (sim.replay.Combined): the layer at this epoch's widths, its
-                # dO cut to the kept channels, and the gradient method acting on that
-                layer, mg, spec = m.narrow(trace, full, arr, rec.epoch)
-            g = g_full if layer is full else lower(layer, trace.batch)
-            res = apply_method(spec, layer, mg, key=stream_key(seed, layer.index, rec.iteration),
-                               batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
-                               batch_index=rec.iteration, n_conv=len(w.convs), build_csr=need_csr,
-                               dense_output=False)
-            mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
-            lrows.append(_layer_row(layer, res, m.label, iteration=rec.iteration,
-                                    epoch=rec.epoch, gemms=g, stats=stats,
-                                    shape=rec.shape if mg is arr else mg.shape))
-            for e in engines:
-                prows += phase_rows(e, layer, trace.batch, mr, method=m.label,
-                                    iteration=rec.iteration, epoch=rec.epoch, seed=seed)
-        yield LayerRun(tuple(lrows), tuple(prows))
+    pool = EnginePool(engines, threads)
+    try:
+        for rec, arr, stats in stream_checked(trace, "dO", iteration):
+            full = w.layer(rec.layer)
+            g_full = lower(full, trace.batch)
+            lrows, parts = [], []
+            for m in methods:
+                layer, mg, spec = full, arr, m
+                if hasattr(m, "narrow"):
+                    # a PruneTrain column (sim.replay.Combined): the layer at this epoch's widths,
+                    # its dO cut to the kept channels, and the gradient method acting on that
+                    layer, mg, spec = m.narrow(trace, full, arr, rec.epoch)
+                g = g_full if layer is full else lower(layer, trace.batch)
+                res = apply_method(spec, layer, mg, key=stream_key(seed, layer.index, rec.iteration),
+                                   batch=trace.batch, conv_index=conv_index.get(layer.name, 0),
+                                   batch_index=rec.iteration, n_conv=len(w.convs),
+                                   build_csr=need_csr, dense_output=False)
+                mr = None if res.structure == "dense" and not res.phases else scale_work(res, scale)
+                lrows.append(_layer_row(layer, res, m.label, iteration=rec.iteration,
+                                        epoch=rec.epoch, gemms=g, stats=stats,
+                                        shape=rec.shape if mg is arr else mg.shape))
+                for e in engines:
+                    parts.append(pool.rows(e, layer, trace.batch, mr, method=m.label,
+                                           iteration=rec.iteration, epoch=rec.epoch, seed=seed))
+            yield LayerRun(tuple(lrows), pool.collect(parts))
+    finally:
+        pool.close()
 
 
 def run_workload(workload, batch: int, methods, engines: list[Engine], *, layers=None,

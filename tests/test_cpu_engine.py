@@ -437,3 +437,22 @@ def test_row_lines_bound_holds_for_every_row():
         most = max(cs.spmm_row_lines(indptr, indices, r, n_b, chunk, 6, 0, li, lv, buf)
                    for r in range(60))
         assert 0 < most <= bound
+
+
+@pytest.mark.parametrize("hw", ["xeon-e5-2680v4", "rpi4b"])
+def test_warming_empty_levels_directly_is_the_simulated_state(hw):
+    # B smaller than L1, between L1 and L2, past every level (the Xeon's L3: 28672 sets, a modulo)
+    from sim.engines.cpu import cache as cs
+    cpu = cpu_spec(load_hwconfig(hw))
+    for n_bytes in (0, 4, 3000, 200_000, 3_000_000, 60_000_000):
+        levels = []
+        for _ in range(2):
+            levels.append([cs.make_level(1, cpu.l1[0], cpu.l1[1], cpu.line),
+                           cs.make_level(1, cpu.l2[0], cpu.l2[1], cpu.line),
+                           cs.make_level(1, cpu.l3[0], cpu.l3[1], cpu.line)])
+        args = (cs.B_BASE + 64, n_bytes, cpu.line, 1)
+        now_sim = cs.warm_region(*args, *levels[0], cpu.l2_private, False, 5)
+        now_dir = cs.warm_region_empty(*args, *levels[1], cpu.l2_private, False, 5)
+        assert now_sim == now_dir
+        for a, b in zip(*levels):
+            assert np.array_equal(a, b), n_bytes

@@ -138,3 +138,42 @@ def test_timeline_raises_instead_of_falling_back(monkeypatch):
     timeline._engine_layer_seconds.cache_clear()
     asked = timeline.layer_times(wl, 4, cl.device, cl.training, engine="roofline")
     assert asked.source == timeline.ROOFLINE_ASKED
+
+
+def _trace_rows(threads, hws=("xeon-e5-2680v4", "rpi4b", "a100-sxm4-40gb")):
+    from pathlib import Path
+    from sim.driver import run_trace
+    from sim.replay import parse_methods
+    from sim.traces.format import open_trace
+    tr = open_trace(Path(__file__).resolve().parent.parent / "traces" / "sample-cnn2-mnist5k")
+    specs = parse_methods(["dense", "dbtd:p=0.99", "topk:keep=0.1"])
+    return [(run.methods, run.phases, [repr(r.kernels) for r in run.phases])
+            for run in run_trace(tr, specs, engines_for(list(hws)), iteration=0, threads=threads)]
+
+
+def test_cpu_hwconfigs_side_by_side_give_the_same_rows(monkeypatch):
+    import threading
+    from sim.engines.cpu.engine import CpuEngine
+    seen = set()
+    sim0 = CpuEngine.simulate
+
+    def simulate(self, job):
+        seen.add(threading.current_thread().name.split("_")[0])
+        return sim0(self, job)
+
+    monkeypatch.setattr(CpuEngine, "simulate", simulate)
+    one = _trace_rows(1)
+    assert seen == {"MainThread"}
+    seen.clear()
+    two = _trace_rows(2)
+    assert seen == {"prunesim-cpu"}                # both CPU hwconfigs ran on the workers
+    assert one == two                              # rows, kernels and their order unchanged
+
+
+def test_workers_see_the_callers_cache_model():
+    from sim.engines.cpu.spmm import cache_model
+    with cache_model("profile"):
+        rows = _trace_rows(2, hws=("xeon-e5-2680v4", "rpi4b"))
+    models = {k.details.get("cache_model") for _, phases, _ in rows for r in phases
+              for k in r.kernels if k.kernel == "spmm"}
+    assert models == {"profile"}

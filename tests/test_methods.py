@@ -447,3 +447,37 @@ def test_dbtd_topk_leave_fc_dense_unless_fc_prune(method):
     assert "fc=prune" in parse_method(method + ",fc=prune").label
     with pytest.raises(ValueError, match="fc"):
         parse_method(method + ",fc=sometimes")
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "mostly-zero"])
+def test_topk_radix_select_is_numpys_partition(kind):
+    # the k-th largest |g| and the count above it, against np.partition, with ties and zeros
+    rng = np.random.default_rng(7)
+    for n in (2, 9, 1000, 70_001):
+        x = rng.standard_normal(n).astype(np.float32)
+        if kind == "ties":
+            x = np.round(x * 4).astype(np.float32)
+        elif kind == "mostly-zero":
+            x[rng.random(n) < 0.9] = 0
+        a = np.abs(x)
+        for k in sorted({1, max(1, n // 100), max(1, n // 2), n - 1}):
+            kth, above = db._kth_largest(a, k)
+            want = np.partition(a, n - k)[n - k]
+            assert kth == want and above == int((a > want).sum()), (n, k)
+            idx = db._topk_mask(a, k)
+            ref = np.nonzero(db.topk_np(x, k))[0]
+            assert idx.size == k and np.array_equal(idx[x[idx] != 0], ref), (n, k)
+
+
+def test_topk_csr_from_kept_indices_is_the_dense_scan():
+    # the CSR built from the kept indices equals to_csr of the pruned tensor (zeros among the kept
+    # left out), for NCHW and N x F shapes
+    for shape, keep in (((3, 5, 4, 4), 0.1), ((2, 3, 7, 5), 0.9), ((6, 10), 0.3)):
+        g = heavy(shape, seed=4)
+        g.reshape(-1)[::3] = 0
+        res = db.topk(g, keep)
+        ref = db.to_csr(res.pruned)
+        assert res.csr.shape == ref.shape
+        for a, b in ((res.csr.indptr, ref.indptr), (res.csr.indices, ref.indices),
+                     (res.csr.data, ref.data)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -664,3 +664,19 @@ def test_layer_stats_edge_cases():
     assert quantile_key(0.999) == "p99.9" and quantile_key(0.5) == "p50"
     with pytest.raises(ValueError):
         layer_stats(s, chunk_elems=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_layer_stats_chunk_kernel_is_numpy_bit_for_bit(dtype):
+    # lengths around numpy's pairwise blocks (8, 128) and halving points; zeros, a tiny mean
+    from sim.traces.stats import _chunk_pass, _chunk_ref
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 8, 9, 127, 128, 129, 136, 257, 1000, 8193, 100_003):
+        x = (rng.standard_normal(n) * 1e-3 + 1e-5).astype(dtype)
+        x[rng.random(n) < 0.4] = 0
+        got = _chunk_pass(x if dtype != np.float16 else x.astype(np.float32))
+        want = _chunk_ref(x)
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g), np.asarray(w)), (n, g, w)
+    x = np.array([1.0, np.nan, 0.0, -2.0] * 40, np.float32)
+    assert all(np.isnan(v) for v in _chunk_pass(x)[:6])      # NaN propagates, as in numpy

@@ -32,28 +32,26 @@ C_BASE = 4 << 36
 def make_level(copies: int, size_bytes: int, ways: int, line: int,
                chains: int | None = None) -> np.ndarray:
     """An empty level (copies: private per thread, or 1 if shared): int64 [copy, set, 2 * ways],
-    a set's tags (-1: empty) then its LRU stamps side by side, so one lookup reads one contiguous
-    run of memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain,
-    so every lookup there misses the host's caches; this halves those misses).
+    a set's tags then its LRU stamps side by side, so one lookup reads one contiguous run of
+    memory instead of two arrays far apart (the Xeon's L3 is 9 MiB of state per chain, so every
+    lookup there misses the host's caches; this halves those misses).
+
+    Empty is all zeros: tag 0 (no simulated line is 0: the layout's regions start at 1 << 36, so
+    it never matches) and stamp 0 (older than any access, so empty ways fill first). np.zeros
+    maps fresh zero pages lazily: a product pays only for the sets it touches, not a 9 MiB fill.
 
     A level of size 0 (no L3 on the Pi) is one set of zero ways: every lookup misses and
-    nothing is kept. chains: that many independent levels stacked on a leading axis, filled in
-    place (stacking copies of one cost a copy of the Xeon's 9 MiB L3 per product).
+    nothing is kept. chains: that many independent levels stacked on a leading axis.
     """
     sets = size_bytes // (ways * line) if size_bytes > 0 else 1
     ways = ways if size_bytes > 0 else 0
     lead = (chains,) if chains is not None else ()
-    lv = np.empty(lead + (copies, max(sets, 1), 2 * ways), np.int64)
-    reset_level(lv)
-    return lv
+    return np.zeros(lead + (copies, max(sets, 1), 2 * ways), np.int64)
 
 
 def reset_level(lv: np.ndarray) -> None:
-    """Empty a level (or a stack of them, leading axes free) in place: reusing the arrays of a
-    cache geometry costs one pass over memory already mapped instead of fresh pages."""
-    ways = lv.shape[-1] // 2
-    lv[..., :ways] = -1
-    lv[..., ways:] = 0
+    """Empty a level (or a stack of them, leading axes free) in place."""
+    lv[...] = 0
 
 
 @njit(cache=True, inline="always")
@@ -256,7 +254,7 @@ def spmm_row_lines(indptr, indices, r, n_b, register_chunk, shift, t, last_idx, 
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0=0):
     """Replay C = A @ B (A in CSR, B dense K x n_b) for row groups; fill counts[g, t, :].
@@ -296,7 +294,7 @@ def spmm_stream(indptr, indices, starts, nrows, measure, n_b, register_chunk, li
     return now
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3_private, now):
     """Touch a region once per thread (the state right after a pass wrote it), no counting."""
     shift = line_shift(line_bytes)
@@ -311,7 +309,41 @@ def warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3
     return now
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
+def _fill_in_order(lv, first, n, now):
+    """Copy 0 of an EMPTY level (make_level) as n misses of lines first, ..., first + n - 1
+    at stamps now + 1, ..., now + n leave it: consecutive lines go round the sets, so line i is
+    its set's (i // sets)-th arrival and, the first empty way being taken and then the oldest,
+    sits in way (i // sets) % ways; only the last sets * ways lines stay."""
+    ways = lv.shape[2] >> 1
+    if ways == 0:
+        return
+    sets = lv.shape[1]
+    for i in range(max(0, n - sets * ways), n):
+        line = first + i
+        s = line & (sets - 1) if sets & (sets - 1) == 0 else line % sets
+        w = (i // sets) % ways
+        lv[0, s, w] = line
+        lv[0, s, ways + w] = now + 1 + i
+
+
+def warm_region_empty(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private, l3_private,
+                      now):
+    """warm_region on empty levels: with one thread every line misses every level once, so each
+    level's state is written directly (_fill_in_order) instead of simulated lookup by lookup; the
+    same state and clock (tests/test_cpu_engine.py). More threads: warm_region itself."""
+    if n_threads != 1:
+        return warm_region(base, n_bytes, line_bytes, n_threads, l1, l2, l3, l2_private,
+                           l3_private, now)
+    shift = line_shift(line_bytes)
+    first = base >> shift
+    n = ((base + n_bytes - 1) >> shift) + 1 - first
+    for lv in (l3, l2, l1):
+        _fill_in_order(lv, first, n, now)
+    return now + n
+
+
+@njit(cache=True, parallel=True, nogil=True)
 def spmm_chains(indptr, indices, starts, nrows, measure, n_b, register_chunk, line_bytes,
                 l1, l2, l3, l2_private, l3_private, pf_last, pf_next, pf_stamp, pf_dist, pf_degree, counts, now0):
     """spmm_stream over independent chains of sampled groups, one cache hierarchy each, in

@@ -20,6 +20,8 @@ method-overhead (the method's passes, only when the driver charges them: `job.ch
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -215,9 +217,12 @@ def _conv_dense(cpu: Cpu, layer, batch: int, phase: str, note: str | None) -> li
 class _SamplePattern:
     """The pruned dO's nonzero pattern, (n*C_out) x PQ, and per sample transposed, (n*PQ) x C_out,
     as CSR: built from the method's CSR without a dense mask, once per method result (every CPU
-    hwconfig of a replay asks for the same one: the last result's pattern is kept)."""
+    hwconfig of a replay asks for the same one, possibly from two threads at once: sim.driver
+    runs CPU hwconfigs side by side; the last KEEP results' patterns are kept)."""
 
-    _last: tuple | None = None          # (method result, its _SamplePattern)
+    KEEP = 2                            # CSR methods of one layer (the replay waits per layer)
+    _recent: "OrderedDict[int, tuple]" = OrderedDict()   # id(mr) -> (mr, its _SamplePattern)
+    _lock = threading.Lock()
 
     def __init__(self, mr, n: int, c: int, pq: int):
         self.n, self.c, self.pq = n, c, pq
@@ -227,31 +232,40 @@ class _SamplePattern:
             self.mask = mask_of_result(mr, n * c, pq)
         self.nnz = int(self.keys.size if self.keys is not None else self.mask.sum())
         self._csr = self._csr_t = None
+        self._build = threading.Lock()  # one thread builds a CSR, the other waits for it
 
     @classmethod
     def of(cls, mr, n: int, c: int, pq: int) -> "_SamplePattern":
-        last = cls._last
-        if last is not None and last[0] is mr and (last[1].n, last[1].c, last[1].pq) == (n, c, pq):
-            return last[1]
-        pat = cls(mr, n, c, pq)
-        cls._last = (mr, pat)
-        return pat
+        with cls._lock:
+            # the entry holds mr itself, so its id cannot be reused while it is kept
+            hit = cls._recent.get(id(mr))
+            if hit is not None and hit[0] is mr and (hit[1].n, hit[1].c, hit[1].pq) == (n, c, pq):
+                cls._recent.move_to_end(id(mr))
+                return hit[1]
+            pat = cls(mr, n, c, pq)
+            cls._recent[id(mr)] = (mr, pat)
+            cls._recent.move_to_end(id(mr))
+            while len(cls._recent) > cls.KEEP:
+                cls._recent.popitem(last=False)
+            return pat
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._csr is None:
-            self._csr = csr_of_mask(self.mask) if self.keys is None else \
-                csr_of_keys(self.keys, self.n * self.c, self.pq)
-        return self._csr
+        with self._build:
+            if self._csr is None:
+                self._csr = csr_of_mask(self.mask) if self.keys is None else \
+                    csr_of_keys(self.keys, self.n * self.c, self.pq)
+            return self._csr
 
     def csr_t(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._csr_t is None:
-            n, c, pq = self.n, self.c, self.pq
-            if self.keys is None:
-                self._csr_t = csr_of_mask(self.mask.reshape(n, c, pq).transpose(0, 2, 1)
-                                          .reshape(n * pq, c))
-            else:
-                self._csr_t = csr_t_of_keys(self.keys, n, c, pq)
-        return self._csr_t
+        with self._build:
+            if self._csr_t is None:
+                n, c, pq = self.n, self.c, self.pq
+                if self.keys is None:
+                    self._csr_t = csr_of_mask(self.mask.reshape(n, c, pq).transpose(0, 2, 1)
+                                              .reshape(n * pq, c))
+                else:
+                    self._csr_t = csr_t_of_keys(self.keys, n, c, pq)
+            return self._csr_t
 
 
 def _conv_sparse(cpu: Cpu, layer, batch: int, phase: str, mr, seed: int) -> list[KernelResult]:

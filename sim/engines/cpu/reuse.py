@@ -33,6 +33,7 @@ per-(group, thread) structure and the same 95% confidence interval applies.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -466,6 +467,7 @@ def misses_from_profile_ref(prof: Profile, *, line: int, l1: tuple, l2: tuple, l
 
 
 _PROFILES: OrderedDict = OrderedDict()
+_PROFILES_LOCK = threading.Lock()
 _STATS = {"built": 0, "reused": 0}
 
 
@@ -480,19 +482,22 @@ def pattern_key(indptr: np.ndarray, indices: np.ndarray, *params) -> str:
 
 def cached_profile(key: str, build) -> Profile:
     """The profile under `key`, built (by calling build()) on first use and kept, least recently
-    used ones dropped past PROFILE_CACHE_BYTES."""
-    prof = _PROFILES.get(key)
-    if prof is not None:
-        _PROFILES.move_to_end(key)
-        _STATS["reused"] += 1
-        return prof
+    used ones dropped past PROFILE_CACHE_BYTES. Thread-safe (sim.driver runs CPU hwconfigs on two
+    threads); two threads missing the same key both build it, and the second one's is kept."""
+    with _PROFILES_LOCK:
+        prof = _PROFILES.get(key)
+        if prof is not None:
+            _PROFILES.move_to_end(key)
+            _STATS["reused"] += 1
+            return prof
     prof = build()
-    _STATS["built"] += 1
-    _PROFILES[key] = prof
-    total = sum(p.nbytes for p in _PROFILES.values())
-    while total > PROFILE_CACHE_BYTES and len(_PROFILES) > 1:
-        _, old = _PROFILES.popitem(last=False)
-        total -= old.nbytes
+    with _PROFILES_LOCK:
+        _STATS["built"] += 1
+        _PROFILES[key] = prof
+        total = sum(p.nbytes for p in _PROFILES.values())
+        while total > PROFILE_CACHE_BYTES and len(_PROFILES) > 1:
+            _, old = _PROFILES.popitem(last=False)
+            total -= old.nbytes
     return prof
 
 

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
+import numba
 from numba import njit
 
 from sim.engines.cpu import cache as cs
@@ -191,8 +192,8 @@ def _hierarchy(cpu: Cpu, job: SpmmJob, C: int, T: int) -> list:
     pf_next = np.full((C, T, cpu.pf_streams), -10, np.int64)
     pf_stamp = np.zeros((C, T, cpu.pf_streams), np.int64)
     # B was just written (im2col_trans) or is the weight matrix in use: start with it cached
-    now0 = np.array([cs.warm_region(cs.B_BASE, job.k * job.n * F32, cpu.line, T, l1[c], l2[c],
-                                    l3[c], cpu.l2_private, False, 0)
+    now0 = np.array([cs.warm_region_empty(cs.B_BASE, job.k * job.n * F32, cpu.line, T, l1[c],
+                                          l2[c], l3[c], cpu.l2_private, False, 0)
                      for c in range(C)], np.int64)
     return [l1, l2, l3, pf_last, pf_next, pf_stamp, now0]
 
@@ -205,11 +206,15 @@ def _run_exact(cpu: Cpu, job: SpmmJob, indptr, indices, hier: list, starts_c, nr
     l1, l2, l3, pf_last, pf_next, pf_stamp, now0 = hier
     chunk = register_chunk(cpu)
     counts_c = np.zeros((C, Gc, T, cs.N_COUNTS), np.int64)
-    if C == 1:
-        now0[0] = cs.spmm_stream(indptr, indices, starts_c[0], nrows_c[0], meas_c[0], job.n, chunk,
-                                 cpu.line, l1[0], l2[0], l3[0], cpu.l2_private, False,
-                                 pf_last[0], pf_next[0], pf_stamp[0], cpu.pf_dist, cpu.pf_degree,
-                                 counts_c[0], now0[0])
+    if C == 1 or numba.get_num_threads() == 1:
+        # one chain, or one Numba thread in this Python thread (a 1-thread run, or a replay worker
+        # running one CPU hwconfig beside another: sim.driver): the chains one after the other
+        # without the parallel kernel's thread pool (chains are independent: same counts)
+        for c in range(C):
+            now0[c] = cs.spmm_stream(indptr, indices, starts_c[c], nrows_c[c], meas_c[c], job.n,
+                                     chunk, cpu.line, l1[c], l2[c], l3[c], cpu.l2_private, False,
+                                     pf_last[c], pf_next[c], pf_stamp[c], cpu.pf_dist,
+                                     cpu.pf_degree, counts_c[c], now0[c])
     else:
         cs.spmm_chains(indptr, indices, starts_c, nrows_c, meas_c, job.n, chunk, cpu.line,
                        l1, l2, l3, cpu.l2_private, False,
@@ -580,7 +585,7 @@ def sample_transpose_keys(keys: np.ndarray, n: int, c: int, pq: int) -> np.ndarr
     return np.sort((s * pq + p) * c + ch)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _csr_t_of_keys(keys, n, c, pq):
     indptr = np.zeros(n * pq + 1, np.int64)
     for k in keys:
