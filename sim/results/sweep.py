@@ -265,7 +265,10 @@ def plan(traces: list[TraceRef], hws: list[tuple[HwConfig, dict]], methods: list
             tasks.append({"trace": tr.path, "trace_checksum": tr.checksum, "source": tr.source,
                           "methods": labels, "hw": [h for h, _ in part],
                           "overrides": {h.name: c for h, c in part}, "seed": seed,
-                          "cache_model": cache_model, "framework": framework})
+                          "cache_model": cache_model, "framework": framework,
+                          # with several worker processes, one thread each: a group's CPU
+                          # hwconfigs on threads too would oversubscribe the cores
+                          "threads": 1 if workers > 1 else None})
     return tasks, n_run, n_skip
 
 
@@ -308,7 +311,7 @@ def _run_group(task: dict) -> list[dict]:
     dens: dict = defaultdict(float)
     meta: dict[str, dict] = {}
     with _cache_model(cm):  # rows are computed lazily: the whole loop is inside
-        for step in run_trace(trace, methods, engines, seed=seed):
+        for step in run_trace(trace, methods, engines, seed=seed, threads=task.get("threads")):
             totals.add(step)
             lay.update(step.phases)
             for lr in step.methods:
