@@ -229,3 +229,71 @@ def test_data_difficulty_is_measured_and_noise_raises_it():
             and r.interval == 10 and len(r.keep_plain) > 100}
     assert {0.0, 1.0, 2.0} <= set(runs)
     assert runs[0.0].difficulty < runs[1.0].difficulty < runs[2.0].difficulty
+
+
+def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
+    """keep_s = K^(m e^(t z_s)): one m per K (log keep_s / e^(t z_s) is the same for every space),
+    the channel-weighted mean is K, deeper spaces keep less; t = 0, K = 0 and K = 1 are uniform."""
+    from sim.system.lasso_model import spread_keep
+    rng = np.random.default_rng(3)
+    c = rng.integers(8, 600, 9).astype(float)
+    z = np.sort(rng.random(9))
+    z[0], z[-1] = 0.0, 1.0
+    k = np.array([1e-4, 0.05, 0.3, 0.5, 0.9, 0.999])
+    for t in (0.5, 2.5, 6.0):
+        out = spread_keep(k, c, z, t)
+        assert (out * c).sum(axis=1) / c.sum() == pytest.approx(k, rel=1e-9)
+        m = np.log(out[1:]) / np.exp(t * z)      # K = 1e-4 underflows the deepest spaces
+        assert m == pytest.approx(np.repeat(m[:, :1], len(c), axis=1), rel=1e-9)
+        assert (np.diff(out, axis=1) <= 1e-12).all() and (out[:, 0] > out[:, -1]).all()
+    assert spread_keep(k, c, z, 0.0) == pytest.approx(np.repeat(k[:, None], len(c), axis=1))
+    assert spread_keep([0.0, 1.0], c, z, 2.5) == pytest.approx(
+        np.array([[0.0] * 9, [1.0] * 9]))
+
+
+def test_map_depth_runs_from_the_largest_to_the_smallest_maps():
+    from sim.system.lasso_model import _kinds, map_depth
+    for name, want in (("resnet20", [0.0, 0.5, 1.0]), ("resnet50-imagenet", [0, 1 / 3, 2 / 3, 1])):
+        w = load_workload(name)
+        _, res = _kinds(w)
+        assert sorted(set(np.round(map_depth(w, res), 9))) == pytest.approx(want)
+    w = load_workload("resnet20")
+    plain, res = _kinds(w)
+    assert map_depth(w, res[:1]) == pytest.approx([0.0])
+
+
+def test_fit_tilt_recovers_a_known_tilt():
+    from sim.system.lasso_model import SpaceData, fit_tilt, spread_keep
+    c = np.array([16.0, 32.0, 64.0, 64.0])
+    z = np.array([0.0, 0.5, 1.0, 1.0])
+    data = []
+    for end in (0.2, 0.4, 0.7):
+        k = np.linspace(1.0, end, 40)
+        data.append(SpaceData(c, z, spread_keep(k, c, z, 3.0)))
+    t, rms = fit_tilt(data)
+    assert t == pytest.approx(3.0) and rms < 1e-9
+
+
+def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
+    """What the tilt is fitted to, checked on the data: given each run's own mean, spreading it
+    by depth explains the residual nodes' kept fractions better than a uniform keep, and the
+    model's trajectories keep more of the first stage's residual node than of the last's."""
+    from sim.system.lasso_model import _kinds, fit_tilt, spread_keep
+    runs = [r for r in bundled_runs() if r.has_residual]
+    data = [r.residual_spaces for r in runs]
+    t, rms = fit_tilt(data)
+    uni = np.sqrt(np.mean(np.concatenate([
+        (spread_keep((d.keep * d.c).sum(1) / d.c.sum(), d.c, d.z, 0.0) - d.keep).ravel()
+        for d in data]) ** 2))
+    assert t > 0 and rms < 0.6 * uni
+    assert bundled_fit().residual.tilt == pytest.approx(t)
+    w = load_workload("resnet32")
+    _, res = _kinds(w)
+    last = model_trajectory(w, 0.25, 10, default_schedule("cifar10", 182, 128, 50_000))
+    widths = last.widths_at(181)
+    first_node = {l.name: l for l in w.layers}
+    keep = {}
+    for l in w.layers:
+        if l.residual_node and l.name in widths:
+            keep[l.residual_node] = widths[l.name][1] / first_node[l.name].c_out
+    assert keep[res[0]] > keep[res[-1]]

@@ -29,6 +29,15 @@ burst). beta, m, gamma, h, u_on, u_scale and a are fitted by least squares to ev
 kept fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
 reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)); the network
 input and the classifier outputs are never pruned. No published Table 1 number enters the fit.
+
+Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
+ResNet's last-stage residual node keeps 0.2-0.6 while its first keeps ~1; VGG's 4x4 layers keep
+a tenth of what its 32x32 ones keep). So keep is the kind's channel-weighted mean K, spread over
+its spaces as keep_s = K^(c exp(t z_s)): z_s the space's depth in the kind (halvings of the
+feature-map side from the kind's largest map, over the kind's most: 0 first, 1 last), c solved
+so that the channel-weighted mean stays K, the tilt t fitted per kind to the runs' per-space kept
+fractions given their own K (KindFit.tilt; t = 0: uniform, the model before). FLOPs weight the
+early, wide-map layers most, so the tilt keeps more FLOPs at the same K.
 """
 from __future__ import annotations
 
@@ -54,6 +63,7 @@ SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried b
 GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
 DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only with such runs)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
+TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(c e^(t z_s)))
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 
@@ -174,6 +184,16 @@ def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float 
 
 
 @dataclass(frozen=True)
+class SpaceData:
+    """One kind's channel spaces in a run: channels, depth z (map_depth) and kept fraction per
+    epoch (epochs x spaces)."""
+
+    c: np.ndarray
+    z: np.ndarray
+    keep: np.ndarray
+
+
+@dataclass(frozen=True)
 class RunData:
     name: str
     workload: str
@@ -190,6 +210,8 @@ class RunData:
     high: np.ndarray | None = None  # per epoch: the schedule's lr still at its maximum
     init_scale: float = 1.0       # the run's R0 over PyTorch's default init's (init_scale())
     has_residual: bool = True     # the network has residual nodes (VGG has none)
+    plain_spaces: SpaceData | None = None     # per-space kept fractions (the tilt's data)
+    residual_spaces: SpaceData | None = None
 
     @property
     def pressure(self) -> float:
@@ -207,6 +229,68 @@ def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
     residual = {l.residual_node for l in workload.layers if l.residual_node}
     spaces = [s for s in chans if s not in fixed]
     return [s for s in spaces if s not in residual], [s for s in spaces if s in residual]
+
+
+def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
+    """z of each space among `spaces`: halvings of its feature-map side from the largest map of
+    these spaces, over the most of them (0: the largest maps; 1: the smallest; all 0 when the
+    spaces share one size). Normalised, so a 4-stage ResNet-50 spans the same 0..1 as the 3-stage
+    CIFAR ResNets the tilt is fitted to (the runs cannot tell depth in stages from depth as a
+    share of the network; the share is the choice that does not extrapolate)."""
+    from sim.workload import tensor_chw
+    chw = tensor_chw(workload)
+    area: dict[str, int] = {}
+    for l in workload.layers:
+        area.setdefault(l.out_space, chw[l.out_tensor][1] * chw[l.out_tensor][2])
+        if l.op == "conv":
+            area.setdefault(l.in_space, chw[l.in_tensor][1] * chw[l.in_tensor][2])
+    if not spaces:
+        return np.zeros(0)
+    a = np.array([float(area[s]) for s in spaces])
+    z = 0.5 * np.log2(a.max() / a)
+    return z / z.max() if z.max() > 0 else z
+
+
+def spread_keep(k_mean, c: np.ndarray, z: np.ndarray, tilt: float) -> np.ndarray:
+    """Per-space keep (rows: the entries of k_mean; columns: the spaces) K^(m exp(tilt z)),
+    with m solved by bisection (in log m) so that sum c keep = K sum c, for every K in (0, 1)
+    (K = 0 or 1: every space alike). tilt = 0 gives K everywhere."""
+    k = np.clip(np.atleast_1d(np.asarray(k_mean, dtype=float)), 0.0, 1.0)
+    expo = np.exp(tilt * np.asarray(z, dtype=float))
+    c = np.asarray(c, dtype=float)
+    inner = (k > 0.0) & (k < 1.0)
+    out = np.repeat(k[:, None], len(c), axis=1)
+    if tilt == 0.0 or not inner.any() or len(c) < 2:
+        return out
+    kk = k[inner][:, None]
+    lo = np.full(kk.shape, -30.0)          # log m
+    hi = np.full(kk.shape, 30.0)
+    target = kk[:, 0] * c.sum()
+    for _ in range(64):
+        mid = 0.5 * (lo + hi)
+        val = (c * kk ** (np.exp(mid) * expo)).sum(axis=1)
+        more = val > target                # too much kept: a larger m prunes more
+        lo = np.where(more[:, None], mid, lo)
+        hi = np.where(more[:, None], hi, mid)
+    out[inner] = kk ** (np.exp(0.5 * (lo + hi)) * expo)
+    return out
+
+
+def fit_tilt(data: list[SpaceData]) -> tuple[float, float]:
+    """(tilt, RMS): the TILTS value whose spread of every run's own channel-weighted mean keep
+    best matches its per-space kept fractions (least squares over all epochs and spaces)."""
+    data = [d for d in data if d is not None and len(d.c) > 1]
+    if not data:
+        return 0.0, 0.0
+    means = [(d.keep * d.c).sum(axis=1) / d.c.sum() for d in data]
+    n = sum(d.keep.size for d in data)
+    best = (0.0, math.inf)
+    for t in TILTS:
+        sse = sum(float(((spread_keep(m, d.c, d.z, float(t)) - d.keep) ** 2).sum())
+                  for m, d in zip(means, data))
+        if sse < best[1] - 1e-12:
+            best = (float(t), sse)
+    return best[0], math.sqrt(best[1] / n)
 
 
 def run_difficulty(per_epoch: list, classes: int) -> float:
@@ -239,11 +323,20 @@ def read_run(path: Path) -> RunData:
         lrsteps = np.cumsum([p["lr"] * p["steps"] for p in per]) / (1 - run["momentum"])
         frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
                                     if ss else 1.0 for p in per])
+
+        def spaces(ss):
+            if not ss:
+                return None
+            c = np.array([chans[s] for s in ss], dtype=float)
+            return SpaceData(c, map_depth(w, ss),
+                             np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c)
+
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
-                       init_scale(w, str(run.get("init", "torch"))), bool(res))
+                       init_scale(w, str(run.get("init", "torch"))), bool(res),
+                       spaces(plain), spaces(res))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -269,6 +362,8 @@ class KindFit:
     gamma: float = 1.0
     rms: float = 0.0
     delta: float = 0.0     # k_inf's pressure divided by init_scale^delta (larger init: less pruned)
+    tilt: float = 0.0      # depth tilt of the per-space keep (spread_keep; 0: uniform)
+    tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0) -> np.ndarray:
         k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta)
@@ -381,6 +476,11 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     with_res = tuple(r for r in runs if r.has_residual) or runs
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
+    # the spread over the spaces is fitted given each run's measured mean, apart from the clock
+    plain = dataclasses.replace(plain, **dict(zip(("tilt", "tilt_rms"),
+                                                  fit_tilt([r.plain_spaces for r in runs]))))
+    resid = dataclasses.replace(resid, **dict(zip(("tilt", "tilt_rms"),
+                                                  fit_tilt([r.residual_spaces for r in with_res]))))
     return Fit(plain, resid, tuple(r.name for r in runs),
                math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
 
@@ -473,13 +573,15 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
     pts = [(0, ())]
+    kinds = [(ss, fit.kind(resid), np.array([chans[s] for s in ss], dtype=float),
+              map_depth(workload, ss)) for ss, resid in ((plain, False), (res, True)) if ss]
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
-        for s in plain + res:
-            kf = fit.kind(s in res)
+        for ss, kf, c, z in kinds:
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale))))
-            width[s] = max(1, round(chans[s] * k))
+            for s, ks in zip(ss, spread_keep(k, c, z, kf.tilt)[0]):
+                width[s] = max(1, round(chans[s] * float(ks)))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
