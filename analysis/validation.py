@@ -895,7 +895,44 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                                f"published {pub_s}; modeled {got_s}")
         yield from _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,
                                    one)
+    yield from _c_authors_rows()
     yield from _c_comm_rows(quick, dense_m)
+
+
+AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
+
+
+def _c_authors_rows() -> Iterator[Row]:
+    """Error budget with the authors' own pruned networks (final widths from their code dump,
+    sim/data/authors): what the engine and the memory model make of the paper's real input."""
+    from sim.system.memory import BATCH_STEP, footprint
+    from sim.system.prunetrain import apply_widths, load_trajectory
+    from sim.workload import load_workload
+    w = load_workload("vgg11-cifar")
+    net = apply_widths(w, load_trajectory(AUTHORS_DIR / "vgg11-cifar10-rho0.2.yaml", w).widths_at(0))
+    yield Row("C", "CIFAR-10 VGG-11: inference FLOPs vs dense, engine fed the authors' own final "
+              "network (rho 0.2)", 35.0, 100 * net.macs() / w.macs(), "%",
+              "sim/data/authors/vgg11-cifar10-rho0.2.yaml / vgg11-cifar", status="input",
+              note="error budget: the engine's FLOPs of the network the authors' run ended with; "
+                   "its distance from Table 1 is run-to-run spread, the model row's distance from "
+                   "this one is the trajectory's error")
+    w = load_workload("resnet50-imagenet")
+    cap = footprint(w, 64, 4).total
+    for tag in ("01", "02"):
+        f = AUTHORS_DIR / f"resnet50-imagenet-{tag}.yaml"
+        net = apply_widths(w, load_trajectory(f, w).widths_at(0))
+        b = 64
+        while footprint(net, b + BATCH_STEP, 4).total <= cap:
+            b += BATCH_STEP
+        act = footprint(net, 64, 4).activations / footprint(w, 64, 4).activations
+        yield Row("C", f"ImageNet ResNet-50: relative-capacity batch from 64 with the authors' "
+                  f"pruned network resnet50_flat_{tag} (memory model)", "96 by epoch 10", float(b),
+                  "batch", f"{f.relative_to(AUTHORS_DIR.parents[2])} / resnet50-imagenet",
+                  status="input",
+                  note=f"{100 * net.macs() / w.macs():.0f} % of the dense inference FLOPs, "
+                       f"{100 * act:.0f} % of the dense activations per sample: the memory model "
+                       "with the relative rule cannot grow the batch as the paper did even with "
+                       "the authors' own network (rho and epoch of the file not recorded)")
 
 
 def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,

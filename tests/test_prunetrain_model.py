@@ -297,3 +297,17 @@ def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
         if l.residual_node and l.name in widths:
             keep[l.residual_node] = widths[l.name][1] / first_node[l.name].c_out
     assert keep[res[0]] > keep[res[-1]]
+
+
+def test_runs_at_another_weight_decay_stay_out_of_the_fit():
+    """The model has no weight-decay input: a run at the authors' CIFAR decay (5e-4) is bundled
+    for comparison only; the fit (and leave-one-out) use the 1e-4 runs alone."""
+    import dataclasses
+    from sim.system.lasso_model import fit_runs
+    runs = [r for r in bundled_runs() if r.has_residual and "e182" in r.name
+            and r.weight_decay == 1e-4][:2]
+    odd = dataclasses.replace(runs[0], name="wd5e-4", weight_decay=5e-4,
+                              keep_plain=runs[0].keep_plain * 0.1)
+    assert fit_runs(runs + [odd]) == fit_runs(runs)
+    assert leave_one_out(tuple(runs + [odd])) == leave_one_out(tuple(runs))
+    assert "wd5e-4" not in fit_runs(runs + [odd]).runs

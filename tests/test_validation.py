@@ -106,3 +106,20 @@ def test_validate_only_offers_every_row_group():
     from analysis.validation import GROUPS
     from sim.cli import VALIDATION_GROUPS
     assert set(VALIDATION_GROUPS) == set(GROUPS)
+
+
+def test_authors_networks_load_and_feed_the_error_budget_rows():
+    """The authors' own pruned networks (sim/data/authors) load against their workloads, are
+    pruned, and give section C's error-budget rows (engine and memory model fed real input)."""
+    from analysis.validation import AUTHORS_DIR, _c_authors_rows
+    from sim.system.prunetrain import apply_widths, load_trajectory
+    from sim.workload import load_workload
+    files = sorted(AUTHORS_DIR.glob("*.yaml"))
+    assert len(files) == 3
+    for f in files:
+        w = load_workload("vgg11-cifar" if "vgg11" in f.name else "resnet50-imagenet")
+        net = apply_widths(w, load_trajectory(f, w).widths_at(0))
+        assert 0.2 < net.macs() / w.macs() < 0.9
+    rows = list(_c_authors_rows())
+    assert [r.status for r in rows] == ["input"] * 3
+    assert all(isinstance(r.modeled, float) for r in rows)

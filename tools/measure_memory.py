@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""Measure a training step's peak GPU memory and put it beside sim.system.memory's footprint.
+
+The dynamic mini-batch rows of validation C depend on how memory falls as channels are pruned
+(docs/system.md, "a depth tilt"): fed the authors' own pruned ResNet-50, the model's autograd
+footprint keeps 87 % of the dense activations, too much for the paper's 64 -> 96 -> 128 growth.
+This tool measures what PyTorch really holds, for the dense network and for the pruned widths of
+a trajectory, so a device session can check the memory model and the capacity rule:
+
+    python tools/measure_memory.py --workload resnet50-imagenet --batch 32 64 96 128
+    python tools/measure_memory.py --workload resnet50-imagenet --batch 64 \\
+        --rho 0.25 --epochs 90 --interval 5 --at 10 30 89
+
+One forward, backward and SGD-with-momentum step per (widths, batch), fp32, after a warm-up step
+(cuDNN's algorithm search allocates its own workspace once); reports torch.cuda's peak allocated
+and reserved bytes and the model's footprint (activations, transients, workspace, weights,
+gradients, momentum; no reserve). Needs CUDA: on a machine without it the tool says so and stops.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def measure(model, batch: int, chw: tuple[int, int, int], classes: int, device) -> dict:
+    """Peak bytes of one training step (after a warm-up step) at `batch`."""
+    import torch
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, *chw, device=device)
+    y = torch.randint(0, classes, (batch,), device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        out = model(x)
+        torch.nn.functional.cross_entropy(out.reshape(batch, -1), y).backward()
+        opt.step()
+
+    step()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    torch.cuda.synchronize(device)
+    return {"allocated": torch.cuda.max_memory_allocated(device),
+            "reserved": torch.cuda.max_memory_reserved(device)}
+
+
+def _device(torch):
+    return torch.device("cuda")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--batch", type=int, nargs="+", required=True)
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--trajectory", help="widths from a trajectory file (default: dense only)")
+    src.add_argument("--rho", type=float, help="widths from the lasso-dose model at this rho")
+    ap.add_argument("--epochs", type=int, default=90)
+    ap.add_argument("--interval", type=int, default=5)
+    ap.add_argument("--at", type=int, nargs="+", default=None,
+                    help="epochs of the trajectory to measure (default: the last)")
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    a = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("measure_memory: needs torch (the capture extra)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("measure_memory: needs a CUDA device (torch.cuda.is_available() is False)",
+              file=sys.stderr)
+        return 2
+    from sim.capture.torchnet import build_model
+    from sim.system.memory import footprint
+    from sim.system.prunetrain import lasso_trajectory, load_trajectory
+    from sim.system.trajectory import apply_widths
+    from sim.workload import load_workload, tensor_chw
+    w = load_workload(a.workload)
+    if a.trajectory is None and a.rho is None:
+        nets = [("dense", w)]
+    else:
+        tr = (load_trajectory(a.trajectory, w) if a.trajectory else
+              lasso_trajectory(w, a.rho, a.interval, a.epochs, min(a.batch)))
+        nets = [("dense", w)] + [(f"epoch {e}", apply_widths(w, tr.widths_at(e)))
+                                 for e in (a.at or [a.epochs - 1])]
+    dev = _device(torch)
+    chw = tensor_chw(w)[w.layers[0].in_tensor]
+    classes = w.layers[-1].c_out
+    rows = []
+    print(f"{'widths':10s} {'batch':>5s} {'allocated GB':>12s} {'reserved GB':>11s} "
+          f"{'model GB':>8s} {'alloc/model':>11s}")
+    for label, net in nets:
+        model = build_model(net).to(dev).train()
+        for b in a.batch:
+            try:
+                got = measure(model, b, chw, classes, dev)
+            except torch.cuda.OutOfMemoryError:
+                print(f"{label:10s} {b:5d} {'out of memory':>12s}")
+                torch.cuda.empty_cache()
+                continue
+            mod = footprint(net, b, 4).total
+            rows.append({"widths": label, "batch": b, **got, "model": mod})
+            print(f"{label:10s} {b:5d} {got['allocated'] / 1e9:12.3f} {got['reserved'] / 1e9:11.3f} "
+                  f"{mod / 1e9:8.3f} {got['allocated'] / mod:11.3f}")
+        del model
+        torch.cuda.empty_cache()
+    if a.json:
+        a.json.write_text(json.dumps({"workload": w.name, "device": torch.cuda.get_device_name(dev),
+                                      "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
