@@ -121,5 +121,5 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
         net = apply_widths(w, load_trajectory(f, w).widths_at(0))
         assert 0.2 < net.macs() / w.macs() < 0.9
     rows = list(_c_authors_rows())
-    assert [r.status for r in rows] == ["input"] * 3
+    assert [r.status for r in rows] == ["input"] * 5
     assert all(isinstance(r.modeled, float) for r in rows)
