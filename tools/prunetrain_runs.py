@@ -7,6 +7,7 @@
     python tools/prunetrain_runs.py --grid gpu --device cuda --jobs 8   # Fashion-MNIST, paper schedule
     python tools/prunetrain_runs.py --grid cifar --device cuda --jobs 8 # CIFAR-10 (fetch_cifar10.py)
     python tools/prunetrain_runs.py --grid wd      # the CPU CIFAR-10 run at the authors' weight decay
+    python tools/prunetrain_runs.py --grid lr      # CPU CIFAR-10 at the paper's per-sample lr (hours)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -32,6 +33,7 @@ OUT = ROOT / "sim" / "data" / "prunetrain"
 # CPU budget: what sets the pruning speed (docs/system.md).
 _R20 = dict(epochs=60, batch=16, decay_at=(0.8, 0.9))
 _C16 = dict(PAPER_CIFAR, dataset="cifar10", size=16, shift=2, flip=True)
+_C16P = dict(PAPER_CIFAR_GPU, dataset="cifar10", size=16, shift=2, flip=True)
 GRID = ([RunConfig("resnet20", r, 5, **_R20) for r in (0.3, 0.25)]
         + [RunConfig("resnet20", 0.25, 5, **{**_R20, "lr": 0.05}),
            RunConfig("resnet20", 0.25, 5, **{**_R20, "batch": 32})]
@@ -90,7 +92,12 @@ CIFAR_GRID = ([RunConfig("resnet32", r, 10, **_C) for r in (0.2, 0.25, 0.1, 0.3)
 CIFAR_GRID += [RunConfig("resnet32", r, 10, **_C, weight_decay=5e-4) for r in (0.2, 0.25)]
 # the same question on the CPU: the he_fan_out ResNet-20 CIFAR-10 16 x 16 run of GRID at 5e-4
 WD_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", weight_decay=5e-4)]
-GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID}
+# the _C16 he_fan_out run at the paper's per-sample lr (PAPER_CIFAR_GPU's batch 512 and lr 0.4:
+# 8x the samples, 3-5 h on one core; not bundled yet): does the 8x per-sample lr of the CPU runs
+# prune deeper than the paper's would? With the authors' weight decay too.
+LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_decay=wd)
+           for wd in (1e-4, 5e-4)]
+GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:

@@ -33,8 +33,8 @@ input and the classifier outputs are never pruned. No published Table 1 number e
 Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
 ResNet's last-stage residual node keeps 0.2-0.6 while its first keeps ~1; VGG's 4x4 layers keep
 a tenth of what its 32x32 ones keep). So keep is the kind's channel-weighted mean K, spread over
-its spaces as keep_s = K^(c exp(t z_s)): z_s the space's depth in the kind (halvings of the
-feature-map side from the kind's largest map, over the kind's most: 0 first, 1 last), c solved
+its spaces as keep_s = K^(m exp(t z_s)): z_s the space's depth in the kind (halvings of the
+feature-map side from the kind's largest map, over the kind's most: 0 first, 1 last), m solved
 so that the channel-weighted mean stays K, the tilt t fitted per kind to the runs' per-space kept
 fractions given their own K (KindFit.tilt; t = 0: uniform, the model before). FLOPs weight the
 early, wide-map layers most, so the tilt keeps more FLOPs at the same K.
@@ -54,7 +54,7 @@ import numpy as np
 from sim.errors import ConfigError
 from sim.methods.prunetrain import space_channels
 from sim.system.trajectory import Trajectory, layer_widths
-from sim.workload import Workload
+from sim.workload import Workload, tensor_chw
 from sim.yamlio import load_yaml_file
 
 # exponents of lambda in the clock tried by the fit (1: the lasso dose; 0: lr-weighted steps)
@@ -63,7 +63,7 @@ SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried b
 GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
 DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only with such runs)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
-TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(c e^(t z_s)))
+TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay of the runs the model is fitted to. It has no weight-decay input: runs at
 # another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`) are bundled for comparison
@@ -242,7 +242,6 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     spaces share one size). Normalised, so a 4-stage ResNet-50 spans the same 0..1 as the 3-stage
     CIFAR ResNets the tilt is fitted to (the runs cannot tell depth in stages from depth as a
     share of the network; the share is the choice that does not extrapolate)."""
-    from sim.workload import tensor_chw
     chw = tensor_chw(workload)
     area: dict[str, int] = {}
     for l in workload.layers:
