@@ -313,3 +313,12 @@ def test_runs_at_another_weight_decay_stay_out_of_the_fit():
     assert fit_runs(runs + [odd]) == fit_runs(runs)
     assert leave_one_out(tuple(runs + [odd])) == leave_one_out(tuple(runs))
     assert "wd5e-4" not in fit_runs(runs + [odd]).runs
+
+
+def test_attention_workloads_are_refused_naming_the_layer():
+    """PruneTrain's groups are conv and FC channels: a ViT's attention matmuls have none, so a
+    trajectory for it is refused with the file and the layer (it once raised a KeyError)."""
+    from sim.errors import ConfigError
+    w = load_workload("vit-tiny")
+    with pytest.raises(ConfigError, match=r"layer blocks\.0\.attn\.scores.*matmul"):
+        model_trajectory(w, 0.25, 10, default_schedule("cifar10", 40, 128, 50_000))

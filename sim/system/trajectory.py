@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sim.errors import ConfigError
 from sim.workload import Workload
 
 
@@ -38,6 +39,13 @@ def layer_widths(workload: Workload, chans: dict, width: dict) -> tuple:
     (an FC layer's inputs are the flattened positions of its input space's channels)."""
     ws = []
     for l in workload.layers:
+        if l.in_space not in width or l.out_space not in width:
+            # attention matmuls read q / k / v slices no conv or FC layer writes: PruneTrain's
+            # groups (conv in/out channels, FC inputs) say nothing about them
+            raise ConfigError(workload.origin, f"layer {l.name}",
+                              f"PruneTrain prunes the channels of conv and FC layers; this "
+                              f"{l.op} layer's channel space {l.in_space!r} is not one of them, "
+                              f"so {workload.name} has no PruneTrain trajectory")
         cin = width[l.in_space] * (l.c_in // chans[l.in_space]) if l.op == "fc" else width[l.in_space]
         ws.append((l.name, cin, width[l.out_space]))
     return tuple(ws)
