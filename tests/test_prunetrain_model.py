@@ -243,13 +243,13 @@ def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
     z[0], z[-1] = 0.0, 1.0
     k = np.array([1e-4, 0.05, 0.3, 0.5, 0.9, 0.999])
     for t in (0.5, 2.5, 6.0):
-        out = spread_keep(k, c, z, t)
+        out = spread_keep(k, c, t * z)
         assert (out * c).sum(axis=1) / c.sum() == pytest.approx(k, rel=1e-9)
         m = np.log(out[1:]) / np.exp(t * z)      # K = 1e-4 underflows the deepest spaces
         assert m == pytest.approx(np.repeat(m[:, :1], len(c), axis=1), rel=1e-9)
         assert (np.diff(out, axis=1) <= 1e-12).all() and (out[:, 0] > out[:, -1]).all()
-    assert spread_keep(k, c, z, 0.0) == pytest.approx(np.repeat(k[:, None], len(c), axis=1))
-    assert spread_keep([0.0, 1.0], c, z, 2.5) == pytest.approx(
+    assert spread_keep(k, c, 0.0 * z) == pytest.approx(np.repeat(k[:, None], len(c), axis=1))
+    assert spread_keep([0.0, 1.0], c, 2.5 * z) == pytest.approx(
         np.array([[0.0] * 9, [1.0] * 9]))
 
 
@@ -264,28 +264,43 @@ def test_map_depth_runs_from_the_largest_to_the_smallest_maps():
     assert map_depth(w, res[:1]) == pytest.approx([0.0])
 
 
-def test_fit_tilt_recovers_a_known_tilt():
-    from sim.system.lasso_model import SpaceData, fit_tilt, spread_keep
-    c = np.array([16.0, 32.0, 64.0, 64.0])
-    z = np.array([0.0, 0.5, 1.0, 1.0])
+def test_fit_spread_recovers_a_known_tilt_and_block_exponent():
+    from sim.system.lasso_model import SpaceData, fit_spread, spread_keep
+    c = np.array([16.0, 16.0, 32.0, 32.0, 64.0, 64.0])
+    z = np.array([0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
+    later = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
     data = []
     for end in (0.2, 0.4, 0.7):
         k = np.linspace(1.0, end, 40)
-        data.append(SpaceData(c, z, spread_keep(k, c, z, 3.0)))
-    t, rms = fit_tilt(data)
-    assert t == pytest.approx(3.0) and rms < 1e-9
+        data.append(SpaceData(c, z, spread_keep(k, c, 3.0 * z + 1.25 * later), later))
+    t, b, rms = fit_spread(data, blocks=True)
+    assert (t, b) == pytest.approx((3.0, 1.25)) and rms < 1e-9
+    t, b, rms = fit_spread(data, blocks=False)
+    assert b == 0.0 and rms > 0.01
+
+
+def test_later_blocks_mark_all_but_the_first_block_of_a_stage():
+    from sim.system.lasso_model import _kinds, later_blocks
+    w = load_workload("resnet20")
+    plain, res = _kinds(w)
+    flags = dict(zip(plain, later_blocks(w, plain, res)))
+    assert flags["layer1.0.conv1"] == flags["layer2.0.conv1"] == flags["layer3.0.conv1"] == 0.0
+    assert flags["layer1.1.conv1"] == flags["layer2.2.conv1"] == flags["layer3.1.conv1"] == 1.0
+    w = load_workload("vgg11-cifar")
+    plain, res = _kinds(w)
+    assert not later_blocks(w, plain, res).any()
 
 
 def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
     """What the tilt is fitted to, checked on the data: given each run's own mean, spreading it
     by depth explains the residual nodes' kept fractions better than a uniform keep, and the
     model's trajectories keep more of the first stage's residual node than of the last's."""
-    from sim.system.lasso_model import _kinds, fit_tilt, spread_keep
+    from sim.system.lasso_model import _kinds, fit_spread, spread_keep
     runs = [r for r in bundled_runs() if r.has_residual and r.weight_decay == 1e-4]
     data = [r.residual_spaces for r in runs]
-    t, rms = fit_tilt(data)
+    t, _, rms = fit_spread(data, blocks=False)
     uni = np.sqrt(np.mean(np.concatenate([
-        (spread_keep((d.keep * d.c).sum(1) / d.c.sum(), d.c, d.z, 0.0) - d.keep).ravel()
+        (spread_keep((d.keep * d.c).sum(1) / d.c.sum(), d.c, 0.0 * d.z) - d.keep)[4::5].ravel()
         for d in data]) ** 2))
     assert t > 0 and rms < 0.6 * uni
     assert bundled_fit().residual.tilt == pytest.approx(t)

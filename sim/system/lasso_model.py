@@ -37,7 +37,12 @@ its spaces as keep_s = K^(m exp(t z_s)): z_s the space's depth in the kind (halv
 feature-map side from the kind's largest map, over the kind's most: 0 first, 1 last), m solved
 so that the channel-weighted mean stays K, the tilt t fitted per kind to the runs' per-space kept
 fractions given their own K (KindFit.tilt; t = 0: uniform, the model before). FLOPs weight the
-early, wide-map layers most, so the tilt keeps more FLOPs at the same K.
+early, wide-map layers most, so the tilt keeps more FLOPs at the same K. Within a stage, the plain
+spaces of the first block writing into a residual node keep ~4x (relative to K) what the later
+blocks' keep: the later blocks sit behind identity shortcuts and can fade out whole, the first one
+carries the stage's change of representation (Veit et al. 2016: deleting a later block of a stage
+costs little accuracy, a downsampling one a lot). So the plain spaces' exponent also carries
+exp(b L_s), L_s = 1 in a later block (later_blocks), b fitted with t (KindFit.block).
 """
 from __future__ import annotations
 
@@ -64,6 +69,7 @@ GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by 
 DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only with such runs)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
+BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay of the runs the model is fitted to. It has no weight-decay input: runs at
 # another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`) are bundled for comparison
@@ -195,6 +201,7 @@ class SpaceData:
     c: np.ndarray
     z: np.ndarray
     keep: np.ndarray
+    later: np.ndarray | None = None    # 1: the space is in a later block of its stage
 
 
 @dataclass(frozen=True)
@@ -255,22 +262,52 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     return z / z.max() if z.max() > 0 else z
 
 
-def spread_keep(k_mean, c: np.ndarray, z: np.ndarray, tilt: float) -> np.ndarray:
-    """Per-space keep (rows: the entries of k_mean; columns: the spaces) K^(m exp(tilt z)),
-    with m solved by bisection (in log m) so that sum c keep = K sum c, for every K in (0, 1)
-    (K = 0 or 1: every space alike). tilt = 0 gives K everywhere."""
+def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
+    """1 for each plain space in a later block of its stage, else 0: its block (the chain of
+    convs from it to the first layer writing a residual node) is not the first, in layer order,
+    to write that node. VGG's spaces, and any not followed by a residual node, get 0."""
+    res = set(residual)
+    readers: dict[str, list[int]] = {}
+    for i, l in enumerate(workload.layers):
+        readers.setdefault(l.in_space, []).append(i)
+
+    def block_end(s):
+        for _ in range(len(workload.layers)):
+            if s not in readers:
+                return None
+            i = readers[s][0]
+            out = workload.layers[i].out_space
+            if out in res:
+                return out, i
+            s = out
+        return None
+
+    ends = {s: block_end(s) for s in plain}
+    first: dict[str, int] = {}
+    for e in filter(None, ends.values()):
+        first[e[0]] = min(first.get(e[0], e[1]), e[1])
+    return np.array([0.0 if ends[s] is None or ends[s][1] == first[ends[s][0]] else 1.0
+                     for s in plain])
+
+
+def spread_keep(k_mean, c: np.ndarray, score) -> np.ndarray:
+    """Per-space keep (rows: the entries of k_mean; columns: the spaces) K^(m exp(score)),
+    score = t z (+ b L for plain spaces), with m solved by bisection (in log m) so that
+    sum c keep = K sum c, for every K in (0, 1) (K = 0 or 1: every space alike). A constant
+    score gives K everywhere."""
     k = np.clip(np.atleast_1d(np.asarray(k_mean, dtype=float)), 0.0, 1.0)
-    expo = np.exp(tilt * np.asarray(z, dtype=float))
+    score = np.asarray(score, dtype=float)
+    expo = np.exp(score - score.max()) if len(score) else score
     c = np.asarray(c, dtype=float)
     inner = (k > 0.0) & (k < 1.0)
     out = np.repeat(k[:, None], len(c), axis=1)
-    if tilt == 0.0 or not inner.any() or len(c) < 2:
+    if len(c) < 2 or np.ptp(score) == 0.0 or not inner.any():
         return out
     kk = k[inner][:, None]
     lo = np.full(kk.shape, -30.0)          # log m
     hi = np.full(kk.shape, 30.0)
     target = kk[:, 0] * c.sum()
-    for _ in range(64):
+    for _ in range(48):                    # 60 / 2^48: far below a channel
         mid = 0.5 * (lo + hi)
         val = (c * kk ** (np.exp(mid) * expo)).sum(axis=1)
         more = val > target                # too much kept: a larger m prunes more
@@ -280,21 +317,34 @@ def spread_keep(k_mean, c: np.ndarray, z: np.ndarray, tilt: float) -> np.ndarray
     return out
 
 
-def fit_tilt(data: list[SpaceData]) -> tuple[float, float]:
-    """(tilt, RMS): the TILTS value whose spread of every run's own channel-weighted mean keep
-    best matches its per-space kept fractions (least squares over all epochs and spaces)."""
+def fit_spread(data: list[SpaceData], blocks: bool) -> tuple[float, float, float]:
+    """(t, b, RMS): the tilt (TILTS) and, with `blocks`, the later-block exponent (BLOCK_TILTS)
+    whose spread of every run's own channel-weighted mean keep best matches its per-space kept
+    fractions (least squares over every 5th epoch and every space): every 4th grid point first,
+    then the full grid within one coarse step of the best."""
     data = [d for d in data if d is not None and len(d.c) > 1]
     if not data:
-        return 0.0, 0.0
-    means = [(d.keep * d.c).sum(axis=1) / d.c.sum() for d in data]
-    n = sum(d.keep.size for d in data)
-    best = (0.0, math.inf)
-    for t in TILTS:
-        sse = sum(float(((spread_keep(m, d.c, d.z, float(t)) - d.keep) ** 2).sum())
-                  for m, d in zip(means, data))
-        if sse < best[1] - 1e-12:
-            best = (float(t), sse)
-    return best[0], math.sqrt(best[1] / n)
+        return 0.0, 0.0, 0.0
+    rows = [(d, d.keep[4::5] if len(d.keep) > 4 else d.keep,
+             d.later if d.later is not None else np.zeros(len(d.c))) for d in data]
+    means = [(k * d.c).sum(axis=1) / d.c.sum() for d, k, _ in rows]
+    n = sum(k.size for _, k, _ in rows)
+    memo: dict[tuple[float, float], float] = {}
+
+    def sse(t, b):
+        if (t, b) not in memo:
+            memo[t, b] = sum(float(((spread_keep(m, d.c, t * d.z + b * lat) - k) ** 2).sum())
+                             for m, (d, k, lat) in zip(means, rows))
+        return memo[t, b]
+
+    bs = BLOCK_TILTS if blocks else np.zeros(1)
+    coarse = [(float(t), float(b)) for t in TILTS[::4] for b in bs[::4]]
+    t0, b0 = min(coarse, key=lambda tb: sse(*tb))
+    dt, db = 4 * (TILTS[1] - TILTS[0]), 4 * (bs[1] - bs[0]) if len(bs) > 1 else 0.0
+    fine = [(float(t), float(b)) for t in TILTS if abs(t - t0) <= dt + 1e-9
+            for b in bs if abs(b - b0) <= db + 1e-9]
+    t, b = min(fine, key=lambda tb: (sse(*tb), tb))
+    return t, b, math.sqrt(sse(t, b) / n)
 
 
 def run_difficulty(per_epoch: list, classes: int) -> float:
@@ -333,7 +383,8 @@ def read_run(path: Path) -> RunData:
                 return None
             c = np.array([chans[s] for s in ss], dtype=float)
             return SpaceData(c, map_depth(w, ss),
-                             np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c)
+                             np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c,
+                             later_blocks(w, ss, res) if ss is plain else None)
 
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
@@ -367,6 +418,7 @@ class KindFit:
     rms: float = 0.0
     delta: float = 0.0     # k_inf's pressure divided by init_scale^delta (larger init: less pruned)
     tilt: float = 0.0      # depth tilt of the per-space keep (spread_keep; 0: uniform)
+    block: float = 0.0     # exponent of a later block's plain spaces (later_blocks)
     tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0) -> np.ndarray:
@@ -466,11 +518,12 @@ def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, np.ndarray, np.ndar
             np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs]))
 
 
-def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
+def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
     """Least squares, per kind of space (plain, residual node; their errors are independent):
     the clock exponent beta (BETAS), the approach shape (SHAPES), the pressure exponent gamma
     (GAMMAS), the hovering share (HOVERS) and (u_on, u_scale) on grids, a by 1-D search; then a
-    finer grid around the best. Plain NumPy: `prunesim train` needs no SciPy."""
+    finer grid around the best; then (spread) how each kind's mean spreads over its spaces
+    (fit_spread). Plain NumPy: `prunesim train` needs no SciPy."""
     runs = tuple(r for r in runs if r.weight_decay == FIT_WEIGHT_DECAY)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to "
@@ -482,10 +535,12 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData]) -> Fit:
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
     # the spread over the spaces is fitted given each run's measured mean, apart from the clock
-    plain = dataclasses.replace(plain, **dict(zip(("tilt", "tilt_rms"),
-                                                  fit_tilt([r.plain_spaces for r in runs]))))
-    resid = dataclasses.replace(resid, **dict(zip(("tilt", "tilt_rms"),
-                                                  fit_tilt([r.residual_spaces for r in with_res]))))
+    if spread:
+        names = ("tilt", "block", "tilt_rms")
+        plain = dataclasses.replace(plain, **dict(zip(names, fit_spread(
+            [r.plain_spaces for r in runs], blocks=True))))
+        resid = dataclasses.replace(resid, **dict(zip(names, fit_spread(
+            [r.residual_spaces for r in with_res], blocks=False))))
     return Fit(plain, resid, tuple(r.name for r in runs),
                math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
 
@@ -546,7 +601,7 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
         train = [r for r in runs if getattr(r, by) != v]
         if not train:
             continue
-        f = fit_runs(train)
+        f = fit_runs(train, spread=False)     # the kind means only: no spread needed
         err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.init_scale)
                                               - r.keep_plain]
                                              + ([f.keep(r.rho, r.u, True, _hi(r), r.init_scale)
@@ -578,14 +633,20 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
     pts = [(0, ())]
-    kinds = [(ss, fit.kind(resid), np.array([chans[s] for s in ss], dtype=float),
-              map_depth(workload, ss)) for ss, resid in ((plain, False), (res, True)) if ss]
+    kinds = []
+    for ss, resid in ((plain, False), (res, True)):
+        if ss:
+            kf = fit.kind(resid)
+            score = kf.tilt * map_depth(workload, ss)
+            if not resid:
+                score = score + kf.block * later_blocks(workload, ss, res)
+            kinds.append((ss, kf, np.array([chans[s] for s in ss], dtype=float), score))
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
-        for ss, kf, c, z in kinds:
+        for ss, kf, c, score in kinds:
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale))))
-            for s, ks in zip(ss, spread_keep(k, c, z, kf.tilt)[0]):
+            for s, ks in zip(ss, spread_keep(k, c, score)[0]):
                 width[s] = max(1, round(chans[s] * float(ks)))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
