@@ -267,7 +267,8 @@ def report(directory: Path) -> int:
         print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}, "
               f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
               f"{k.hover:g}, init exponent delta {k.delta:g}, RMS {k.rms:.3f}; depth tilt "
-              f"{k.tilt:g} (per-space RMS {k.tilt_rms:.3f} given each run's mean)")
+              f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
+              f"given each run's mean)")
     for by in ("rho", "noise"):
         for row in leave_one_out(tuple(runs), by):
             print(f"leave {by}={row[by]:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final "
