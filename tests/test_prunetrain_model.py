@@ -203,9 +203,7 @@ def test_stored_fit_belongs_to_the_bundled_runs():
     doc = json.loads((RUNS_DIR / FIT_FILE).read_text())
     assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
     assert list(bundled_fit().runs) == doc["fit"]["runs"]
-    from sim.system.lasso_model import FIT_WEIGHT_DECAY
-    assert len(doc["fit"]["runs"]) == sum(r.weight_decay == FIT_WEIGHT_DECAY
-                                          for r in bundled_runs())
+    assert len(doc["fit"]["runs"]) == sum(r.fitted for r in bundled_runs())
 
 
 def test_stored_fit_is_the_fit_of_the_bundled_runs():

@@ -97,7 +97,11 @@ WD_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", weight_dec
 # prune deeper than the paper's would? With the authors' weight decay too.
 LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_decay=wd)
            for wd in (1e-4, 5e-4)]
-GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID}
+# the _C16 he_fan_out rho 0.25 run on CIFAR-10's two super-classes (vehicles / animals) with the
+# same 10-way classifier, so the same lambda: do fewer distinctions prune deeper?
+COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse=True)]
+GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
+         "coarse": COARSE_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:
@@ -246,7 +250,7 @@ def main(argv=None) -> int:
 
 def report(directory: Path) -> int:
     import numpy as np
-    from sim.system.lasso_model import FIT_WEIGHT_DECAY, fit_runs, leave_one_out, read_run
+    from sim.system.lasso_model import fit_runs, leave_one_out, read_run
     runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
     print(f"{'run':64s} {'D':>6s} {'P':>6s} {'first zero':>10s} {'u':>6s}   final kept plain / residual")
     for r in runs:
@@ -256,8 +260,8 @@ def report(directory: Path) -> int:
               f"{('-' if i is None else str(i)):>10s} "
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}"
-              + ("" if r.weight_decay == FIT_WEIGHT_DECAY else
-                 f"   (weight decay {r.weight_decay:g}: not fitted)"))
+              + ("" if r.fitted else f"   (not fitted: weight decay {r.weight_decay:g}"
+                 + (", coarse labels)" if r.coarse else ")")))
     print("(D: training CE in the high-lr phase / ln classes, reported, not a model input; P = rho / "
           "(1 - rho); first zero: "
           "epoch; u: lasso dose, beta = 1, there)")

@@ -72,8 +72,9 @@ TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s =
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay of the runs the model is fitted to. It has no weight-decay input: runs at
-# another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`) are bundled for comparison
-# with their 1e-4 twins (docs/system.md) and left out of the fit.
+# another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`), like runs on merged
+# labels (`--grid coarse`), are bundled for comparison with their twins (docs/system.md) and left
+# out of the fit (RunData.fitted).
 FIT_WEIGHT_DECAY = 1e-4
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 
@@ -224,6 +225,12 @@ class RunData:
     plain_spaces: SpaceData | None = None     # per-space kept fractions (the tilt's data)
     residual_spaces: SpaceData | None = None
     weight_decay: float = 1e-4    # the run's SGD weight decay (the model has no input for it)
+    coarse: bool = False          # CIFAR-10's labels merged into 2 super-classes (lasso_runs)
+
+    @property
+    def fitted(self) -> bool:
+        """The model has inputs for this run's setting: the fitted weight decay, all labels."""
+        return self.weight_decay == FIT_WEIGHT_DECAY and not self.coarse
 
     @property
     def pressure(self) -> float:
@@ -391,7 +398,8 @@ def read_run(path: Path) -> RunData:
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
-                       spaces(plain), spaces(res), float(run.get("weight_decay", 1e-4)))
+                       spaces(plain), spaces(res), float(run.get("weight_decay", 1e-4)),
+                       bool(run.get("coarse", False)))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -524,7 +532,7 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     (GAMMAS), the hovering share (HOVERS) and (u_on, u_scale) on grids, a by 1-D search; then a
     finer grid around the best; then (spread) how each kind's mean spreads over its spaces
     (fit_spread). Plain NumPy: `prunesim train` needs no SciPy."""
-    runs = tuple(r for r in runs if r.weight_decay == FIT_WEIGHT_DECAY)
+    runs = tuple(r for r in runs if r.fitted)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to "
                           f"(weight decay {FIT_WEIGHT_DECAY:g})")
@@ -594,7 +602,7 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
     """For every value of `by` (rho, or noise: the data's difficulty): fit without its runs,
     predict them; RMS error of the kept fractions and the final kept fraction (plain spaces)
     predicted vs measured."""
-    runs = tuple(r for r in (runs or bundled_runs()) if r.weight_decay == FIT_WEIGHT_DECAY)
+    runs = tuple(r for r in (runs or bundled_runs()) if r.fitted)
     out = []
     for v in sorted({getattr(r, by) for r in runs}):
         test = [r for r in runs if getattr(r, by) == v]
