@@ -119,3 +119,24 @@ def test_run_records_its_init_and_the_log_rebuilds_the_run_file(tmp_path):
             doc["run"]["first_group_norm"], rel=1e-5)
         assert rebuilt["run"]["first_ce"] == pytest.approx(doc["run"]["first_ce"], rel=1e-5)
     assert 2.0 < lam["torch"] / lam["he_fan_out"] < 2.6
+
+
+def test_coarse_labels_are_cifar10s_two_super_classes(monkeypatch):
+    """coarse=True: vehicles (airplane, automobile, ship, truck) -> 1, animals -> 0, in the
+    training and the validation labels; only CIFAR-10 has that split."""
+    import numpy as np
+    import sim.capture.datasets as dsm
+    from sim.system.lasso_runs import RunConfig, _training_data
+    from sim.workload import load_workload
+    labels = np.arange(10, dtype=np.int64)
+    fake = dsm.Dataset("cifar10", np.zeros((10, 3, 8, 8), np.float32), labels,
+                       np.zeros((10, 3, 8, 8), np.float32), labels.copy(), 10, {})
+    monkeypatch.setattr(dsm, "load_dataset", lambda name, shape: fake)
+    cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10", size=8, coarse=True)
+    ds, x, y = _training_data(cfg, load_workload("resnet20"))
+    want = [1, 1, 0, 0, 0, 0, 0, 0, 1, 1]
+    assert y.tolist() == want and ds.y_val.tolist() == want and x.shape[0] == 10
+    assert cfg.name.endswith("-coarse2")
+    with pytest.raises(ValueError, match="CIFAR-10"):
+        _training_data(RunConfig("resnet20", 0.25, 10, dataset="digits", coarse=True),
+                       load_workload("resnet20"))
