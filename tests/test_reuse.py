@@ -21,15 +21,18 @@ def test_stack_distances_match_reference():
     np.testing.assert_array_equal(rs.stack_distances(ids, 40), rs.stack_distances_ref(ids))
 
 
-def test_sequential_links_match_reference():
-    rng = np.random.default_rng(1)
-    base = np.repeat(rng.integers(0, 30, 200) * 3, 3) + np.tile(np.arange(3), 200)
-    ids = np.where(rng.random(600) < 0.2, rng.integers(0, 100, 600), base)
-    thread = rng.integers(0, 2, 600)
-    d = rs.stack_distances(ids, 100)
-    got = rs.sequential_links(ids, thread, 100, d, 8)
-    ref = rs.sequential_links_ref(ids, thread, d, 8)
-    assert (got[0] >= 0).sum() > 50 and got[2].max() >= 2
+@pytest.mark.parametrize("threads,pf", [(1, (4, 6, 2)), (2, (2, 3, 1)), (2, (8, 20, 2)), (1, (0, 0, 0))])
+def test_prefetch_replay_matches_reference(threads, pf):
+    """The replayed stream table and the distances over accesses and prefetch lookups, against a
+    scanned table and an explicit LRU stack; lookups past the last id (152) are first touches."""
+    rng = np.random.default_rng(threads * 10 + pf[0])
+    base = np.repeat(rng.integers(0, 30, 300) * 5, 5) + np.tile(np.arange(5), 300)
+    ids = np.where(rng.random(1500) < 0.15, rng.integers(0, 150, 1500), base)
+    thread = rng.integers(0, threads, 1500).astype(np.int32)
+    d = rs.stack_distances(ids, 152)
+    got = rs.prefetch_replay(ids, thread, threads, 152, d, 8, *pf)
+    ref = rs.prefetch_replay_ref(ids, thread, threads, 152, d, 8, *pf)
+    assert (got[1].size > 300) == (pf[0] > 0) and (got[2] < 0).any() == (pf[0] > 0)
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)
 
