@@ -132,7 +132,7 @@ def stack_distances(ids, n_ids):
     over access times: a time holds a 1 while it is the latest access of its line, so the
     distinct lines since line x was last touched are the ones between its last time and now."""
     n = ids.shape[0]
-    tree = np.zeros(n + 1, np.int64)
+    tree = np.zeros(n + 1, np.int32)        # counts below 2^31 (a walk is far shorter)
     last = np.full(n_ids, -1, np.int64)
     out = np.empty(n, np.int64)
     live = 0
@@ -181,7 +181,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
     """
     n = ids.shape[0]
     deg = max(pf_degree, 0) if n_streams > 0 and pf_dist > 0 else 0
-    tree = np.zeros(n * (1 + deg) + 1, np.int64)       # over event times: accesses and lookups
+    tree = np.zeros(n * (1 + deg) + 1, np.int32)       # over event times: accesses and lookups
     last = np.full(n_ids, -1, np.int64)                 # event time of the line's latest touch
     last_dem = np.full(n_ids, -1, np.int64)             # access index of its latest demand
     dist = np.empty(n, np.int64)
@@ -506,8 +506,11 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
     geometry: Smith's binomial model of set conflicts (exact for a fully associative cache).
 
     run: the mean length of the sequential runs the d lines come in. Consecutive lines go to
-    consecutive sets, so it is the d / run runs, not the d lines, that land at random; a run
-    covers a given set with probability run / sets (run = 1 is Smith's model).
+    consecutive sets, so it is the runs, not the lines, that land at random; a run covers a given
+    set with probability run / sets (run = 1 is Smith's model). The accessed line's own run is
+    among them (its run - 1 other lines were touched since: the pass before left the lines after
+    it, this pass the lines before it), and it never puts a line in the accessed line's set: the
+    other (d - run + 1) / run runs do.
     """
     d = np.asarray(d, np.float64)
     if size_bytes <= 0 or ways <= 0:
@@ -517,7 +520,7 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
         p = (d >= ways).astype(np.float64)
     else:
         r = min(max(run, 1.0), float(sets))
-        p = binom.sf(ways - 1, np.round(np.maximum(d, 0) / r), r / sets)
+        p = binom.sf(ways - 1, np.round(np.maximum(d - r + 1, 0) / r), r / sets)
     return np.where(d < 0, 1.0, p)
 
 
