@@ -2,29 +2,29 @@
 misses of any cache geometry derived from one profile.
 
 The address stream of a CSR sparse x dense product depends on the sparsity pattern, the layout
-(line size, the kernel's register chunk) and the thread split, never on cache capacity,
-associativity or the prefetcher. So the expensive part, walking the stream, is done once per
-pattern: every access gets its stack distance (the number of distinct lines touched since the
-same line was last touched; -1 on first touch) in its own thread's stream (for private levels)
-and in the interleaved stream of all threads (for shared levels), and a link to the access before
-it when that one touched the line just below (a sequential run, what the stream prefetcher
-follows). `misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache
-for any hierarchy in vectorised NumPy:
+(line size, the kernel's register chunk) and the thread split, never on cache capacity or
+associativity. So the expensive part, walking the stream, is done once per pattern (and
+prefetcher: `Profile.histogram`): every access gets its stack distance (the number of distinct
+lines touched since the same line was last touched; -1 on first touch) in its own thread's demand
+stream (L1), and the L2 stream prefetcher is replayed among the accesses (`prefetch_replay`: the
+exact model's stream table, lookahead ramp and degree) so that L2 and L3 get the stream they
+really see, the demand accesses and the prefetch lookups, with a stack distance for each, in the
+thread's own stream (private levels) and in the interleaved one (shared levels).
+`misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache for any
+hierarchy in vectorised NumPy:
 
 - A fully associative LRU cache of C lines misses exactly when distance >= C (Mattson et al.
   1970). A set-associative one with S sets and A ways misses when at least A of the d distinct
   lines map to the access's set; with lines spread uniformly over sets that is
   P(Binomial(d, 1/S) >= A) (Smith 1978, "A comparative study of set associative memory mapping
-  algorithms"; the model StatStack and SHARDS-derived MRCs use for associativity).
-- Levels are treated as inclusive LRU stacks on the demand stream (an access that misses L2 also
-  misses L1): miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact
-  simulator's L2 is not refreshed by L1 hits; the difference is measured in the tests.
-- The L2 stream prefetcher confirms a stream on the second consecutive L1 miss of a sequential
-  run (runs resume across register chunks while the stream table holds them); from the third line
-  on, a line that would miss L2 has been prefetched: an L2 hit. Every L1 miss that continues a
-  stream issues `degree` prefetches while the lookahead ramps up, one afterwards; each costs a
-  fetch from L3 or DRAM. L2 room taken by prefetched lines never used is not modeled
-  (docs/engines/cpu.md gives the measured error).
+  algorithms"; the model StatStack and SHARDS-derived MRCs use for associativity), here with the
+  lines grouped in sequential runs that land at random, the accessed line's own run excluded.
+- Levels are treated as inclusive LRU stacks (an access that misses L2 also misses L1):
+  miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact simulator's L2 is not
+  refreshed by L1 hits; the difference is measured in the tests.
+- A prefetch lookup that misses L2 is a prefetch fetch from L3 or DRAM; a prefetched line still
+  in L2 at its demand access is an L2 hit. The replay decides "misses L1" (the stream table sees
+  only L1 misses) by a fixed distance, FAR_LINES, so one replay serves every geometry.
 
 Sampling: the product's row groups are sampled SMARTS-style by the caller (sim.engines.cpu.spmm) with
 a warm-up group before each sample, as for the exact simulator, so the profile has the same
