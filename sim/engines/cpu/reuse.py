@@ -126,6 +126,21 @@ def _fw_upto(tree, i):
     return s
 
 
+@njit(cache=True, inline="always")
+def _touch(tree, last, x, now, live):
+    """Line x touched at event time `now` (times hold a 1 while they are their line's latest
+    touch): its stack distance (-1 on first touch) and the new number of lines touched."""
+    p = last[x]
+    d = -1
+    if p >= 0:
+        d = live - _fw_upto(tree, p)
+        _fw_add(tree, p, -1)
+        live -= 1
+    _fw_add(tree, now, 1)
+    last[x] = now
+    return d, live + 1
+
+
 @njit(cache=True)
 def stack_distances(ids, n_ids):
     """LRU stack distance of every access (-1 on first touch), O(n log n) with a Fenwick tree
@@ -137,17 +152,7 @@ def stack_distances(ids, n_ids):
     out = np.empty(n, np.int64)
     live = 0
     for i in range(n):
-        x = ids[i]
-        p = last[x]
-        if p < 0:
-            out[i] = -1
-        else:
-            out[i] = live - _fw_upto(tree, p)
-            _fw_add(tree, p, -1)
-            live -= 1
-        _fw_add(tree, i, 1)
-        live += 1
-        last[x] = i
+        out[i], live = _touch(tree, last, ids[i], i, live)
     return out
 
 
@@ -204,16 +209,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         if not (q >= 0 and thread[q] == t and q > last_dem[x]):
             runs += 1
         last_dem[x] = i
-        p = last[x]
-        if p >= 0:
-            dist[i] = live - _fw_upto(tree, p)
-            _fw_add(tree, p, -1)
-            live -= 1
-        else:
-            dist[i] = -1
-        _fw_add(tree, now, 1)
-        live += 1
-        last[x] = now
+        dist[i], live = _touch(tree, last, x, now, live)
         now += 1
         if deg == 0 or (0 <= d_private[i] < far):
             continue
@@ -233,14 +229,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
                 lk_at[n_lk] = i
                 lk_d[n_lk] = -1
                 if y < n_ids:
-                    p = last[y]
-                    if p >= 0:
-                        lk_d[n_lk] = live - _fw_upto(tree, p)
-                        _fw_add(tree, p, -1)
-                        live -= 1
-                    _fw_add(tree, now, 1)
-                    live += 1
-                    last[y] = now
+                    lk_d[n_lk], live = _touch(tree, last, y, now, live)
                     now += 1
                 n_lk += 1
             if stop > e_next[t, e]:
