@@ -2,6 +2,9 @@
 
     python bench/bench_cache_sweep.py [--geometries 20]
 
+(A script's directory, not the working directory, leads sys.path: from a second checkout whose
+Python has prunesim installed from another one, run it with PYTHONPATH=. to time this checkout.)
+
 The sparse products are the AGBP and WGC SpMMs of four ResNet-50 ImageNet layers under DBTD
 (p = 0.99) on synthetic dO (8 recorded samples, batch 64), on the Xeon E5-2680 v4 with its L1, L2
 and L3 sizes and ways varied (20 geometries). Each model is timed once on one geometry and once on
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -91,7 +95,9 @@ def main() -> None:
     print("per geometry (L1, L2, L3 KiB): profile / exact - 1 = " + ", ".join(
         f"{g.l1[0] >> 10}/{g.l2[0] >> 10}/{g.l3[0] >> 10}: {p / e - 1:+.3f}"
         for g, p, e in zip(geos, sp, se)))
-    print(f"profiles built {rs.cache_stats()['built']}, reused {rs.cache_stats()['reused']}")
+    load = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"profiles built {rs.cache_stats()['built']}, reused {rs.cache_stats()['reused']}; "
+          f"load average at the end {load}")
 
 
 if __name__ == "__main__":

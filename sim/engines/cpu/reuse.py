@@ -2,29 +2,29 @@
 misses of any cache geometry derived from one profile.
 
 The address stream of a CSR sparse x dense product depends on the sparsity pattern, the layout
-(line size, the kernel's register chunk) and the thread split, never on cache capacity,
-associativity or the prefetcher. So the expensive part, walking the stream, is done once per
-pattern: every access gets its stack distance (the number of distinct lines touched since the
-same line was last touched; -1 on first touch) in its own thread's stream (for private levels)
-and in the interleaved stream of all threads (for shared levels), and a link to the access before
-it when that one touched the line just below (a sequential run, what the stream prefetcher
-follows). `misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache
-for any hierarchy in vectorised NumPy:
+(line size, the kernel's register chunk) and the thread split, never on cache capacity or
+associativity. So the expensive part, walking the stream, is done once per pattern (and
+prefetcher: `Profile.histogram`): every access gets its stack distance (the number of distinct
+lines touched since the same line was last touched; -1 on first touch) in its own thread's demand
+stream (L1), and the L2 stream prefetcher is replayed among the accesses (`prefetch_replay`: the
+exact model's stream table, lookahead ramp and degree) so that L2 and L3 get the stream they
+really see, the demand accesses and the prefetch lookups, with a stack distance for each, in the
+thread's own stream (private levels) and in the interleaved one (shared levels).
+`misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache for any
+hierarchy in vectorised NumPy:
 
 - A fully associative LRU cache of C lines misses exactly when distance >= C (Mattson et al.
   1970). A set-associative one with S sets and A ways misses when at least A of the d distinct
   lines map to the access's set; with lines spread uniformly over sets that is
   P(Binomial(d, 1/S) >= A) (Smith 1978, "A comparative study of set associative memory mapping
-  algorithms"; the model StatStack and SHARDS-derived MRCs use for associativity).
-- Levels are treated as inclusive LRU stacks on the demand stream (an access that misses L2 also
-  misses L1): miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact
-  simulator's L2 is not refreshed by L1 hits; the difference is measured in the tests.
-- The L2 stream prefetcher confirms a stream on the second consecutive L1 miss of a sequential
-  run (runs resume across register chunks while the stream table holds them); from the third line
-  on, a line that would miss L2 has been prefetched: an L2 hit. Every L1 miss that continues a
-  stream issues `degree` prefetches while the lookahead ramps up, one afterwards; each costs a
-  fetch from L3 or DRAM. L2 room taken by prefetched lines never used is not modeled
-  (docs/engines/cpu.md gives the measured error).
+  algorithms"; the model StatStack and SHARDS-derived MRCs use for associativity), here with the
+  lines grouped in sequential runs that land at random, the accessed line's own run excluded.
+- Levels are treated as inclusive LRU stacks (an access that misses L2 also misses L1):
+  miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact simulator's L2 is not
+  refreshed by L1 hits; the difference is measured in the tests.
+- A prefetch lookup that misses L2 is a prefetch fetch from L3 or DRAM; a prefetched line still
+  in L2 at its demand access is an L2 hit. The replay decides "misses L1" (the stream table sees
+  only L1 misses) by a fixed distance, FAR_LINES, so one replay serves every geometry.
 
 Sampling: the product's row groups are sampled SMARTS-style by the caller (sim.engines.cpu.spmm) with
 a warm-up group before each sample, as for the exact simulator, so the profile has the same
@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -106,40 +106,53 @@ def spmm_line_ids(indptr, indices, starts, nrows, n_b, k, register_chunk, line_b
     return n
 
 
+@njit(cache=True, inline="always")
+def _fw_add(tree, i, v):
+    """Add v at time i (0-based) of a Fenwick tree over access times."""
+    j = i + 1
+    while j < tree.shape[0]:
+        tree[j] += v
+        j += j & (-j)
+
+
+@njit(cache=True, inline="always")
+def _fw_upto(tree, i):
+    """The sum over times 0..i of a Fenwick tree (0 for i < 0)."""
+    s = 0
+    j = i + 1
+    while j > 0:
+        s += tree[j]
+        j -= j & (-j)
+    return s
+
+
+@njit(cache=True, inline="always")
+def _touch(tree, last, x, now, live):
+    """Line x touched at event time `now` (times hold a 1 while they are their line's latest
+    touch): its stack distance (-1 on first touch) and the new number of lines touched."""
+    p = last[x]
+    d = -1
+    if p >= 0:
+        d = live - _fw_upto(tree, p)
+        _fw_add(tree, p, -1)
+        live -= 1
+    _fw_add(tree, now, 1)
+    last[x] = now
+    return d, live + 1
+
+
 @njit(cache=True)
 def stack_distances(ids, n_ids):
     """LRU stack distance of every access (-1 on first touch), O(n log n) with a Fenwick tree
     over access times: a time holds a 1 while it is the latest access of its line, so the
     distinct lines since line x was last touched are the ones between its last time and now."""
     n = ids.shape[0]
-    tree = np.zeros(n + 1, np.int64)
+    tree = np.zeros(n + 1, np.int32)        # counts below 2^31 (a walk is far shorter)
     last = np.full(n_ids, -1, np.int64)
     out = np.empty(n, np.int64)
     live = 0
     for i in range(n):
-        x = ids[i]
-        p = last[x]
-        if p < 0:
-            out[i] = -1
-        else:
-            # live markers at times <= p
-            s = 0
-            j = p + 1
-            while j > 0:
-                s += tree[j]
-                j -= j & (-j)
-            out[i] = live - s
-            j = p + 1
-            while j <= n:
-                tree[j] -= 1
-                j += j & (-j)
-            live -= 1
-        j = i + 1
-        while j <= n:
-            tree[j] += 1
-            j += j & (-j)
-        live += 1
-        last[x] = i
+        out[i], live = _touch(tree, last, ids[i], i, live)
     return out
 
 
@@ -159,68 +172,135 @@ def stack_distances_ref(ids: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def sequential_links(ids, thread, n_ids, d_private, far):
-    """Per access, the index of the latest access to the line just below when the same thread
-    made it after this line's own latest access (a stream walking upwards, possibly resumed after
-    other streams ran: the prefetcher's stream table keeps it), else -1; and how many runs were
-    started in between by accesses at stack distance >= far or first touches (only L1 misses
-    allocate streams; `far` stands for the L1's capacity in lines), since a stream table of fewer
-    entries has forgotten the stream by then; and the access's position in its run."""
+def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf_dist, pf_degree):
+    """The stream L2 and L3 see: the demand accesses with the L2 stream prefetcher of
+    cache.spmm_stream replayed among them, its stream table driven by the accesses that miss L1
+    (taken as those at private stack distance `far` or more, or first touches: the one cache-size
+    fact the replay needs). Each prefetch lookup touches its line in L2 and L3 as a demand access
+    does, so an LRU level sees both, and a stack distance taken over both is what decides a hit.
+
+    Returns: per access, its stack distance in that stream (-1 on first touch); per prefetch
+    lookup, the access that issued it and the lookup's stack distance (-1 for a line never
+    touched, or past the last region); the number of sequential runs of the demand stream (an
+    access whose line minus one was its thread's latest access of the two starts none).
+    """
     n = ids.shape[0]
-    last = np.full(n_ids, -1, np.int64)
-    link = np.full(n, -1, np.int64)
-    between = np.zeros(n, np.int64)
-    pos = np.zeros(n, np.int64)
-    started = np.zeros(n + 1, np.int64)         # runs started before access i
+    deg = max(pf_degree, 0) if n_streams > 0 and pf_dist > 0 else 0
+    tree = np.zeros(n * (1 + deg) + 1, np.int32)       # over event times: accesses and lookups
+    last = np.full(n_ids, -1, np.int64)                 # event time of the line's latest touch
+    last_dem = np.full(n_ids, -1, np.int64)             # access index of its latest demand
+    dist = np.empty(n, np.int64)
+    lk_at = np.empty(n * deg, np.int64)
+    lk_d = np.empty(n * deg, np.int64)
+    # per thread: entries' last line, furthest prefetched line, stamp; holder[t, id]: the entry
+    # most recently left at last line id (+1; 0: none)
+    e_last = np.full((n_threads, max(n_streams, 1)), -10, np.int64)
+    e_next = np.full((n_threads, max(n_streams, 1)), -10, np.int64)
+    e_stamp = np.zeros((n_threads, max(n_streams, 1)), np.int64)
+    holder = np.zeros((n_threads, n_ids if deg > 0 else 1), np.int64)
+    now = 0
+    live = 0
+    n_lk = 0
+    runs = 0
     for i in range(n):
         x = ids[i]
-        p = last[x - 1] if x > 0 else -1
-        if p >= 0 and thread[p] == thread[i] and p > last[x]:
-            link[i] = p
-            between[i] = started[i] - started[p + 1]
-            pos[i] = pos[p] + 1 if between[i] < RAMP_KEPT else 1
-            started[i + 1] = started[i]
-        elif d_private[i] < 0 or d_private[i] >= far:
-            started[i + 1] = started[i] + 1
+        t = thread[i]
+        q = last_dem[x - 1] if x > 0 else -1
+        if not (q >= 0 and thread[q] == t and q > last_dem[x]):
+            runs += 1
+        last_dem[x] = i
+        dist[i], live = _touch(tree, last, x, now, live)
+        now += 1
+        if deg == 0 or (0 <= d_private[i] < far):
+            continue
+        e = holder[t, x - 1] - 1 if x > 0 else -1
+        if e >= 0 and e_last[t, e] != x - 1:
+            e = -1
+        if e < 0:
+            e = 0
+            for f in range(1, n_streams):
+                if e_stamp[t, f] < e_stamp[t, e]:
+                    e = f
+            e_next[t, e] = x
         else:
-            started[i + 1] = started[i]
-        last[x] = i
-    return link, between, pos
+            start = max(e_next[t, e] + 1, x + 1)
+            stop = min(x + pf_dist, start + pf_degree - 1)
+            for y in range(start, stop + 1):
+                lk_at[n_lk] = i
+                lk_d[n_lk] = -1
+                if y < n_ids:
+                    lk_d[n_lk], live = _touch(tree, last, y, now, live)
+                    now += 1
+                n_lk += 1
+            if stop > e_next[t, e]:
+                e_next[t, e] = stop
+        e_last[t, e] = x
+        e_stamp[t, e] = i + 1
+        holder[t, x] = e + 1
+    return dist, lk_at[:n_lk], lk_d[:n_lk], runs
 
 
-def sequential_links_ref(ids: np.ndarray, thread: np.ndarray, d_private: np.ndarray,
-                         far: int) -> tuple[np.ndarray, np.ndarray]:
-    """Reference of sequential_links with dictionaries and a list of run starts."""
-    last: dict[int, int] = {}
-    link = np.full(len(ids), -1, np.int64)
-    between = np.zeros(len(ids), np.int64)
-    pos = np.zeros(len(ids), np.int64)
-    starts: list[int] = []
-    for i, x in enumerate(ids.tolist()):
-        p = last.get(x - 1, -1)
-        if p >= 0 and thread[p] == thread[i] and p > last.get(x, -1):
-            link[i] = p
-            between[i] = sum(1 for s in starts if p < s < i)
-            pos[i] = pos[p] + 1 if between[i] < RAMP_KEPT else 1
-        elif d_private[i] < 0 or d_private[i] >= far:
-            starts.append(i)
-        last[x] = i
-    return link, between, pos
+def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf_dist,
+                        pf_degree):
+    """Reference of prefetch_replay: a scanned stream table and an explicit LRU stack of the
+    touched lines (a list, most recent first)."""
+    ids = [int(v) for v in ids]
+    stack: list[int] = []
+    last_dem: dict[int, int] = {}
+    dist = np.empty(len(ids), np.int64)
+    lk_at: list[int] = []
+    lk_d: list[int] = []
+    tables = [[[-10, -10, 0] for _ in range(n_streams)] for _ in range(n_threads)]
+    holder: dict[tuple[int, int], int] = {}
+    on = n_streams > 0 and pf_dist > 0 and pf_degree > 0
+    runs = 0
+
+    def touch(y):
+        d = stack.index(y) if y in stack else -1
+        if d >= 0:
+            stack.pop(d)
+        stack.insert(0, y)
+        return d
+
+    for i, x in enumerate(ids):
+        t = int(thread[i])
+        q = last_dem.get(x - 1, -1)
+        if not (q >= 0 and int(thread[q]) == t and q > last_dem.get(x, -1)):
+            runs += 1
+        last_dem[x] = i
+        dist[i] = touch(x)
+        if not on or 0 <= d_private[i] < far:
+            continue
+        st = tables[t]
+        # the entry most recently left at x - 1, if it is still there
+        e = holder.get((t, x - 1))
+        hit = st[e] if e is not None and st[e][0] == x - 1 else None
+        if hit is None:
+            e = min(range(n_streams), key=lambda f: st[f][2])   # lowest index of equal stamps
+            hit = st[e]
+            hit[1] = x
+        else:
+            start = max(hit[1] + 1, x + 1)
+            stop = min(x + pf_dist, start + pf_degree - 1)
+            for y in range(start, stop + 1):
+                lk_at.append(i)
+                lk_d.append(touch(y) if y < n_ids else -1)
+            hit[1] = max(hit[1], stop)
+        hit[0], hit[2] = x, i + 1
+        holder[(t, x)] = e
+    return dist, np.array(lk_at, np.int64), np.array(lk_d, np.int64), runs
 
 
 # distances are kept in bins: exact below EXACT_BELOW, then BINS_PER_OCTAVE per factor of two
 # (a 4.4% wide bin: a capacity falls inside one bin, so at most that bin's accesses are split
-# the wrong way); two codes for "first touch" and "no run"
+# the wrong way); two codes for "first touch" and "not prefetched"
 EXACT_BELOW = 64
 BINS_PER_OCTAVE = 16
 COLD, NONE = 510, 511
-# run starts farther than this count as L1 misses when deciding whether the prefetcher's stream
-# table still holds a stream (512 lines: a 32 KiB L1 of 64 B lines, both bundled CPUs')
+# the stream table sees only L1 misses; the replay takes an access at this private stack distance
+# or more as one (512 lines: a 32 KiB L1 of 64 B lines, both bundled CPUs'), so one replay serves
+# every cache geometry (the sweep's L1 of 16-64 KiB included: most SpMM accesses miss any of them)
 FAR_LINES = 512
-# a run resumed after this many other runs started counts its prefetch ramp from the start again
-# (an approximation: the exact prefetcher keeps a stream's lookahead while its table entry lives,
-# but a stream that waited that long has usually lost its prefetched lines and its entry)
-RAMP_KEPT = 16
 
 
 def distance_bin(d: np.ndarray) -> np.ndarray:
@@ -244,30 +324,76 @@ def bin_distance(b: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A product's measured accesses as a weighted histogram: per row, the counter slot
-    ((chain, group) * T + thread), the distance bins in the thread's own and in the shared stream,
-    the smaller distance bin of the two accesses before it in its sequential run (NONE: it is
-    not the third or later line of a run), the most runs started in between those links, and
-    how many accesses have that combination."""
+class Histogram:
+    """A product's measured accesses and prefetch lookups under one prefetcher, as a weighted
+    histogram: per row, the counter slot ((chain, group) * T + thread), the distance bin in the
+    thread's own demand stream (L1; NONE: a prefetch lookup, which L1 does not see), the distance
+    bins in the stream L2 and L3 see (demand accesses and prefetch lookups) of the thread's own
+    and of all threads, and how many accesses or lookups have that combination."""
 
     slots: np.ndarray
+    b_l1: np.ndarray
     b_private: np.ndarray
     b_shared: np.ndarray
-    b_run: np.ndarray
-    b_prev: np.ndarray
-    runs_between: np.ndarray
-    run_pos: np.ndarray
     weight: np.ndarray
-    n_slots: int
-    accesses_walked: int
-    accesses_measured: int
-    mean_run: float              # lines per sequential run of the walked stream
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.slots, self.b_private, self.b_shared, self.b_run, self.b_prev,
-                                      self.runs_between, self.run_pos, self.weight))
+        return sum(a.nbytes for a in (self.slots, self.b_l1, self.b_private, self.b_shared,
+                                      self.weight))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A product's sampled groups and, per stream-prefetcher configuration (entries, distance,
+    degree), the histogram of its measured accesses (`histogram`: built on first use, one walk of
+    the stream each; a cache geometry never needs a new one)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    starts_c: np.ndarray
+    nrows_c: np.ndarray
+    meas_c: np.ndarray
+    n_b: int
+    k: int
+    chunk: int
+    line: int
+    n_slots: int
+    hists: dict = field(default_factory=dict, compare=False)
+    facts: dict = field(default_factory=dict, compare=False)   # walked, measured, mean run
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+
+    def histogram(self, pf: tuple[int, int, int]) -> Histogram:
+        with self.lock:
+            h = self.hists.get(pf)
+            if h is None:
+                h, facts = _walk(self, *pf)
+                self.hists[pf] = h
+                self.facts.update(facts)
+                self.facts["last"] = pf
+            return h
+
+    # what sim.engines.cpu.spmm reports of the histogram it used last
+    @property
+    def accesses_walked(self) -> int:
+        return self.facts.get("walked", 0)
+
+    @property
+    def accesses_measured(self) -> int:
+        return self.facts.get("measured", 0)
+
+    @property
+    def mean_run(self) -> float:
+        return self.facts.get("mean_run", 1.0)
+
+    @property
+    def slots(self) -> np.ndarray:
+        last = self.facts.get("last")
+        return self.hists[last].slots if last is not None else np.zeros(0, np.int32)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(h.nbytes for h in list(self.hists.values()))
 
 
 def _upper_bound(indptr, starts, nrows, n_b, k, chunk, line) -> int:
@@ -285,75 +411,82 @@ def _upper_bound(indptr, starts, nrows, n_b, k, chunk, line) -> int:
 
 def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, chunk: int,
                   line: int) -> Profile:
-    """Walk each chain's stream once (warm-up of B first, as the exact simulator starts) and keep
-    the histogram of the measured accesses."""
+    """A product's profile: its sampled groups; the stream is walked (warm-up of B first, as the
+    exact simulator starts) once per prefetcher configuration that asks for its histogram."""
     C, Gc, T = starts_c.shape
     if C * Gc * T >= 1 << 15:
         raise ValueError(f"{C * Gc * T} counter slots: too many for a profile key (at most 32767)")
+    return Profile(indptr, indices, starts_c, nrows_c, meas_c, int(n_b), int(k), int(chunk),
+                   int(line), C * Gc * T)
+
+
+def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple[Histogram, dict]:
+    """Walk each chain's stream, replay the prefetcher among its accesses, keep the histogram of
+    the measured accesses and of the prefetch lookups they issued."""
+    indptr, line, n_b, k, chunk = prof.indptr, prof.line, prof.n_b, prof.k, prof.chunk
+    C, Gc, T = prof.starts_c.shape
     keys = []
     walked = 0
     runs = 0
     n_ids = (2 * ((int(indptr[-1]) * 4) // line + 2) + (k * n_b * 4) // line + 2
              + ((indptr.size - 1) * n_b * 4) // line + 2)
+    pf = (FAR_LINES, pf_streams, pf_dist, pf_degree)
     for c in range(C):
-        cap = _upper_bound(indptr, starts_c[c], nrows_c[c], n_b, k, chunk, line)
+        cap = _upper_bound(indptr, prof.starts_c[c], prof.nrows_c[c], n_b, k, chunk, line)
         ids = np.empty(cap, np.int64)
         thr = np.empty(cap, np.int32)
         grp = np.empty(cap, np.int32)
-        n = spmm_line_ids(indptr, indices, starts_c[c], nrows_c[c], n_b, k, chunk, line, ids, thr,
-                          grp)
+        n = spmm_line_ids(indptr, prof.indices, prof.starts_c[c], prof.nrows_c[c], n_b, k, chunk,
+                          line, ids, thr, grp)
         ids, thr, grp = ids[:n], thr[:n], grp[:n]
         walked += n
-        d_sh = stack_distances(ids, n_ids)
         if T == 1:
-            d_pr = d_sh
+            d_l1 = stack_distances(ids, n_ids)
+            d_sh, at_sh, lk_sh, r = prefetch_replay(ids, thr, 1, n_ids, d_l1, *pf)
+            d_pr, lk_pr = d_sh, lk_sh
         else:
+            # private levels see one thread's accesses and prefetches: the replay on its own
+            # accesses (its stream table is its own) gives the same lookups in the same order
+            d_l1 = np.empty(n, np.int64)
             d_pr = np.empty(n, np.int64)
+            lk_parts = []
             for t in range(T):
                 sel = np.nonzero(thr == t)[0]
-                d_pr[sel] = stack_distances(ids[sel], n_ids)
-        link, between, pos = sequential_links(ids, thr, n_ids, d_pr, FAR_LINES)
-        runs += int((link < 0).sum())
+                d_l1[sel] = stack_distances(ids[sel], n_ids)
+                d_pr[sel], _, lk, _ = prefetch_replay(ids[sel], np.zeros(sel.size, np.int32), 1,
+                                                      n_ids, d_l1[sel], *pf)
+                lk_parts.append(lk)
+            d_sh, at_sh, lk_sh, r = prefetch_replay(ids, thr, T, n_ids, d_l1, *pf)
+            lk_pr = np.empty_like(lk_sh)
+            lk_pr[np.argsort(thr[at_sh], kind="stable")] = np.concatenate(lk_parts)
+        runs += r
         keep = grp >= 0
-        keep[keep] = meas_c[c][grp[keep]]
+        keep[keep] = prof.meas_c[c][grp[keep]]
         idx = np.nonzero(keep)[0]
-        p1 = link[idx]
-        p2 = np.where(p1 >= 0, link[np.maximum(p1, 0)], -1)
-        run = p2 >= 0
-        # an L1 hit on either earlier line leaves the stream unconfirmed: the nearer reuse decides
-        dp1 = np.where(d_pr[np.maximum(p1, 0)] < 0, np.iinfo(np.int64).max, d_pr[np.maximum(p1, 0)])
-        dp2 = np.where(d_pr[np.maximum(p2, 0)] < 0, np.iinfo(np.int64).max, d_pr[np.maximum(p2, 0)])
-        dmin = np.minimum(dp1, dp2)
-        b_run = np.where(run, distance_bin(np.where(dmin == np.iinfo(np.int64).max, -1, dmin)), NONE)
-        b_prev = np.where(p1 >= 0, distance_bin(d_pr[np.maximum(p1, 0)]), NONE)
-        gap = np.where(run, np.maximum(between[idx], between[np.maximum(p1, 0)]),
-                       np.where(p1 >= 0, between[idx], 0))
-        b_gap = np.minimum(gap, 63)
-        b_pos = np.minimum(pos[idx], 63)
         slot = (c * Gc + grp[idx].astype(np.int64)) * T + thr[idx]
-        keys.append((((((slot * 512 + distance_bin(d_pr[idx])) * 512 + distance_bin(d_sh[idx]))
-                       * 512 + b_run) * 512 + b_prev) * 64 + b_gap) * 64 + b_pos)
+        keys.append(((slot * 512 + distance_bin(d_l1[idx])) * 512 + distance_bin(d_pr[idx])) * 512
+                    + distance_bin(d_sh[idx]))
+        # the lookups issued by measured accesses (counted where exact counts its prefetches)
+        mine = keep[at_sh]
+        at = at_sh[mine]
+        slot = (c * Gc + grp[at].astype(np.int64)) * T + thr[at]
+        keys.append(((slot * 512 + NONE) * 512 + distance_bin(lk_pr[mine])) * 512
+                    + distance_bin(lk_sh[mine]))
     allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    mean_run = walked / max(1, runs)
     uk, w = np.unique(allk, return_counts=True)
-    b_pos, rest = uk % 64, uk // 64
-    b_gap, rest = rest % 64, rest // 64
-    b_prev, rest = rest % 512, rest // 512
-    b_run, rest = rest % 512, rest // 512
-    b_sh, rest = rest % 512, rest // 512
-    b_pr, slot = rest % 512, rest // 512
-    # compact dtypes: bins < 512, gap and position < 64 (a profile is ~22 bytes per row)
+    b_sh, rest = uk % 512, uk // 512
+    b_pr, rest = rest % 512, rest // 512
+    b_l1, slot = rest % 512, rest // 512
+    # compact dtypes: bins < 512 (a histogram is ~18 bytes per row)
     i16 = lambda a: a.astype(np.int16)   # noqa: E731
-    return Profile(slot.astype(np.int32), i16(b_pr), i16(b_sh), i16(b_run), i16(b_prev),
-                   b_gap.astype(np.int8), b_pos.astype(np.int8), w.astype(np.float64), C * Gc * T, walked,
-                   int(allk.size), float(mean_run))
+    h = Histogram(slot.astype(np.int32), i16(b_l1), i16(b_pr), i16(b_sh), w.astype(np.float64))
+    return h, {"walked": walked, "measured": int(w[b_l1 != NONE].sum()),
+               "mean_run": walked / max(1, runs)}
 
 
 def _miss_of_bins(bins: np.ndarray, size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
     # one probability per bin code (512 of them), then a gather: the profile has far more rows
-    table = miss_probability(bin_distance(np.arange(NONE + 1)), size_bytes, ways, line, run)
-    table[NONE] = 0.0
-    return table[bins]
+    return _bin_table(size_bytes, ways, line, run)[bins]
 
 
 def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
@@ -362,8 +495,11 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
     geometry: Smith's binomial model of set conflicts (exact for a fully associative cache).
 
     run: the mean length of the sequential runs the d lines come in. Consecutive lines go to
-    consecutive sets, so it is the d / run runs, not the d lines, that land at random; a run
-    covers a given set with probability run / sets (run = 1 is Smith's model).
+    consecutive sets, so it is the runs, not the lines, that land at random; a run covers a given
+    set with probability run / sets (run = 1 is Smith's model). The accessed line's own run is
+    among them (its run - 1 other lines were touched since: the pass before left the lines after
+    it, this pass the lines before it), and it never puts a line in the accessed line's set: the
+    other (d - run + 1) / run runs do.
     """
     d = np.asarray(d, np.float64)
     if size_bytes <= 0 or ways <= 0:
@@ -373,7 +509,7 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
         p = (d >= ways).astype(np.float64)
     else:
         r = min(max(run, 1.0), float(sets))
-        p = binom.sf(ways - 1, np.round(np.maximum(d, 0) / r), r / sets)
+        p = binom.sf(ways - 1, np.round(np.maximum(d - r + 1, 0) / r), r / sets)
     return np.where(d < 0, 1.0, p)
 
 
@@ -385,28 +521,25 @@ def _bin_table(size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
 
 
 @njit(cache=True)
-def accumulate_counts(slots, b_l1, b_l2, b_l3, b_run, b_prev, runs_between, run_pos, weight,
-                      t1, t2, t3, n_slots, pf_streams, ramp, pf_degree, prefetch):
+def accumulate_counts(slots, b_l1, b_l2, b_l3, weight, t1, t2, t3, n_slots):
     """misses_from_profile's per-row arithmetic in one pass (t1..t3: per-bin miss tables)."""
     cnt = np.zeros((n_slots, 6), np.float64)
     for i in range(slots.shape[0]):
+        w = weight[i]
+        c = cnt[slots[i]]
+        if b_l1[i] == NONE:
+            f2 = t2[b_l2[i]]
+            f3 = min(f2, t3[b_l3[i]])
+            c[4] += w * (f2 - f3)
+            c[5] += w * f3
+            continue
         m1 = t1[b_l1[i]]
         m2 = min(m1, t2[b_l2[i]])
         m3 = min(m2, t3[b_l3[i]])
-        cover = 0.0
-        issued = 0.0
-        if prefetch and runs_between[i] < pf_streams:
-            cover = t1[b_run[i]]
-            per = pf_degree if run_pos[i] - 1 < ramp else 1
-            issued = t1[b_prev[i]] * m1 * per
-        w = weight[i]
-        c = cnt[slots[i]]
         c[0] += w * (1.0 - m1)
-        c[1] += w * (m1 - m2 + cover * m2)
-        c[2] += w * (m2 - m3) * (1.0 - cover)
-        c[3] += w * m3 * (1.0 - cover)
-        c[4] += w * issued * (m2 - m3)
-        c[5] += w * issued * m3
+        c[1] += w * (m1 - m2)
+        c[2] += w * (m2 - m3)
+        c[3] += w * m3
     return cnt
 
 
@@ -415,51 +548,44 @@ def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_pr
     """The six counters of sim.engines.cpu.cache per slot (float: expected counts), for one hierarchy
     (levels are (size bytes, ways, ...) tuples); the model is spelled out in
     misses_from_profile_ref, this is its one-pass kernel."""
+    h = prof.histogram(_prefetcher(pf_streams, pf_dist, pf_degree))
     r = prof.mean_run
-    prefetch = pf_streams > 0 and pf_dist > 0 and pf_degree > 0
-    ramp = (pf_dist - 1) / (pf_degree - 1) if pf_degree > 1 else 0.0
-    return accumulate_counts(prof.slots, prof.b_private, prof.b_private if l2_private else prof.b_shared,
-                             prof.b_shared, prof.b_run, prof.b_prev, prof.runs_between, prof.run_pos,
-                             prof.weight, _bin_table(l1[0], l1[1], line, r),
+    return accumulate_counts(h.slots, h.b_l1, h.b_private if l2_private else h.b_shared,
+                             h.b_shared, h.weight, _bin_table(l1[0], l1[1], line, r),
                              _bin_table(l2[0], l2[1], line, r), _bin_table(l3[0], l3[1], line, r),
-                             prof.n_slots, pf_streams, ramp, pf_degree, prefetch)
+                             prof.n_slots)
+
+
+def _prefetcher(pf_streams: int, pf_dist: int, pf_degree: int) -> tuple[int, int, int]:
+    """The histogram key of a prefetcher (every disabled one is the same: no prefetches)."""
+    on = pf_streams > 0 and pf_dist > 0 and pf_degree > 0
+    return (int(pf_streams), int(pf_dist), int(pf_degree)) if on else (0, 0, 0)
 
 
 def misses_from_profile_ref(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_private: bool,
-                        l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
+                            l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
     """Plain-NumPy reference of misses_from_profile (the same model, row arrays at a time)."""
+    h = prof.histogram(_prefetcher(pf_streams, pf_dist, pf_degree))
     r = prof.mean_run
-    w = prof.weight
-    m1 = _miss_of_bins(prof.b_private, l1[0], l1[1], line, r)
-    l2_bins = prof.b_private if l2_private else prof.b_shared
-    if pf_streams > 0 and pf_dist > 0 and pf_degree > 0:
-        held = prof.runs_between < pf_streams
-        # the third line of a run on is prefetched if the two before it missed L1 (the stream
-        # was confirmed) and the stream table still held the stream
-        cover = _miss_of_bins(prof.b_run, l1[0], l1[1], line, r) * held
-        # every L1 miss that continues a held stream issues `degree` new prefetches while the
-        # distance ramps up (degree - 1 lines per access, to pf_dist), one once it runs pf_dist
-        # ahead: the lines the run uses next, and past its end lines that may never be used
-        ramp = (pf_dist - 1) / (pf_degree - 1) if pf_degree > 1 else 0.0
-        per = np.where(prof.run_pos - 1 < ramp, pf_degree, 1)
-        issued = _miss_of_bins(prof.b_prev, l1[0], l1[1], line, r) * m1 * held * per
-    else:
-        cover = issued = np.zeros_like(m1)
-    # not modeled: L2 room taken by prefetched lines never used (stretching L2 distances by the
-    # unused prefetches per L1 miss was tried: it made random patterns 10-14% slow on the Xeon)
-    m2 = np.minimum(m1, _miss_of_bins(l2_bins, l2[0], l2[1], line, r))
-    m3 = np.minimum(m2, _miss_of_bins(prof.b_shared, l3[0], l3[1], line, r))
-    # a prefetched line costs a fetch where it would have missed L2: taken as the issuing access's
-    pf_l3 = issued * (m2 - m3)
-    pf_dram = issued * m3
-    bc = lambda v: np.bincount(prof.slots, weights=v * w, minlength=prof.n_slots)   # noqa: E731
+    w = h.weight
+    # L1 sees the demand accesses; L2 and L3 see them and the prefetch lookups, and either kind
+    # misses where its distance in that stream says (a prefetched line still there is a demand
+    # hit; a lookup that misses is a prefetch fetch, used or not). Not modeled: the exact model's
+    # L2 not being refreshed by L1 hits.
+    lookup = h.b_l1 == NONE
+    m1 = np.where(lookup, 1.0, _miss_of_bins(h.b_l1, l1[0], l1[1], line, r))
+    m2 = np.minimum(m1, _miss_of_bins(h.b_private if l2_private else h.b_shared, l2[0], l2[1],
+                                      line, r))
+    m3 = np.minimum(m2, _miss_of_bins(h.b_shared, l3[0], l3[1], line, r))
+    dem = 1.0 - lookup
+    bc = lambda v: np.bincount(h.slots, weights=v * w, minlength=prof.n_slots)   # noqa: E731
     cnt = np.zeros((6, prof.n_slots), np.float64)
-    cnt[cs.L1_HIT] = bc(1.0 - m1)
-    cnt[cs.L2_HIT] = bc(m1 - m2 + cover * m2)
-    cnt[cs.L3_HIT] = bc((m2 - m3) * (1 - cover))
-    cnt[cs.DRAM] = bc(m3 * (1 - cover))
-    cnt[cs.PF_L3] = bc(pf_l3)
-    cnt[cs.PF_DRAM] = bc(pf_dram)
+    cnt[cs.L1_HIT] = bc(dem * (1.0 - m1))
+    cnt[cs.L2_HIT] = bc(dem * (m1 - m2))
+    cnt[cs.L3_HIT] = bc(dem * (m2 - m3))
+    cnt[cs.DRAM] = bc(dem * m3)
+    cnt[cs.PF_L3] = bc(lookup * (m2 - m3))
+    cnt[cs.PF_DRAM] = bc(lookup * m3)
     return cnt.T
 
 
