@@ -335,3 +335,26 @@ def test_attention_workloads_are_refused_naming_the_layer():
     w = load_workload("vit-tiny")
     with pytest.raises(ConfigError, match=r"layer blocks\.0\.attn\.scores.*matmul"):
         model_trajectory(w, 0.25, 10, default_schedule("cifar10", 40, 128, 50_000))
+
+
+def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
+    """The coarse run (CIFAR-10's two super-classes, same images, same lambda) ends far below its
+    ten-class twin; the fit turns that into kappa > 0, and the model keeps more of a network
+    trained on more classes."""
+    from sim.system.lasso_model import task_information
+    runs = {r.name: r for r in bundled_runs()}
+    twin = "resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-hefanout"
+    coarse = [r for r in runs.values() if r.coarse]
+    assert coarse and coarse[0].classes == 2 and coarse[0].fitted
+    assert coarse[0].keep_plain[-1] < 0.5 * runs[twin].keep_plain[-1]
+    assert coarse[0].keep_residual[-1] < 0.5 * runs[twin].keep_residual[-1]
+    assert task_information(10) == pytest.approx(1.0) and task_information(2) < 0.31
+    fit = bundled_fit()
+    assert fit.plain.kappa > 0 and fit.residual.kappa > 0
+    sched = default_schedule("cifar10", 182, 128, 50_000)
+    w10 = load_workload("resnet32")
+    from analysis.validation import _with_classes
+    w100 = _with_classes(w10, 100)
+    macs = [apply_widths(w, model_trajectory(w, 0.2, 10, sched).widths_at(181)).macs() / w.macs()
+            for w in (w10, w100)]
+    assert macs[1] > macs[0]

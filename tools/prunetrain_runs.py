@@ -98,7 +98,8 @@ WD_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", weight_dec
 LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_decay=wd)
            for wd in (1e-4, 5e-4)]
 # the _C16 he_fan_out rho 0.25 run on CIFAR-10's two super-classes (vehicles / animals) with the
-# same 10-way classifier, so the same lambda: do fewer distinctions prune deeper?
+# same 10-way classifier, so the same lambda: fewer distinctions prune far deeper (fitted: the
+# model's task exponent kappa rests on this run)
 COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse=True)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "coarse": COARSE_GRID}
@@ -270,7 +271,8 @@ def report(directory: Path) -> int:
     for name, k in (("plain spaces", f.plain), ("residual nodes", f.residual)):
         print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}, "
               f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
-              f"{k.hover:g}, init exponent delta {k.delta:g}, RMS {k.rms:.3f}; depth tilt "
+              f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
+              f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
     for by in ("rho", "noise"):

@@ -21,6 +21,8 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
 
     keep(u, H) = k_inf + (1 - k_inf) * (e + h * H * (1 - e)),
     e = exp(-(max(0, u - u_on) / u_scale)^m),   k_inf = exp(-a * (rho / (1 - rho))^gamma)
+    (k_inf's pressure also divided by init_scale^delta and by T^kappa, T = ln(classes) / ln 10:
+    a larger init and a task with more distinctions keep more; task_information)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
@@ -67,16 +69,27 @@ BETAS = (0.0, 0.5, 1.0)
 SHAPES = (1.0, 2.0)            # Weibull shapes of the approach to k_inf tried by the fit
 GAMMAS = (0.5, 1.0)            # exponents of rho / (1 - rho) in k_inf tried by the fit
 DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only with such runs)
+# exponents of the task's information T = ln(classes) / ln(10) in k_inf (only with runs on other
+# label counts: `--grid coarse`)
+KAPPAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay of the runs the model is fitted to. It has no weight-decay input: runs at
-# another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`), like runs on merged
-# labels (`--grid coarse`), are bundled for comparison with their twins (docs/system.md) and left
-# out of the fit (RunData.fitted).
+# another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`) are bundled for
+# comparison with their 1e-4 twins (docs/system.md) and left out of the fit (RunData.fitted).
 FIT_WEIGHT_DECAY = 1e-4
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
+
+
+def task_information(classes: int) -> float:
+    """T = ln(classes) / ln(10): the information a label carries, relative to a 10-class task.
+    The runs on CIFAR-10's two super-classes (same images, same lambda) prune far deeper than on
+    its ten classes: channels are kept for the distinctions the task asks for. ln, not the count:
+    the method itself normalises lambda by CE0 = ln(classes), and the count would extrapolate
+    from 2-10 classes to ImageNet's 1000 by 100x instead of 3x."""
+    return math.log(max(int(classes), 2)) / math.log(10)
 
 
 def lasso_pressure(rho: float) -> float:
@@ -226,11 +239,16 @@ class RunData:
     residual_spaces: SpaceData | None = None
     weight_decay: float = 1e-4    # the run's SGD weight decay (the model has no input for it)
     coarse: bool = False          # CIFAR-10's labels merged into 2 super-classes (lasso_runs)
+    classes: int = 10             # distinct labels the run was trained on
 
     @property
     def fitted(self) -> bool:
-        """The model has inputs for this run's setting: the fitted weight decay, all labels."""
-        return self.weight_decay == FIT_WEIGHT_DECAY and not self.coarse
+        """The model has inputs for this run's setting (the fitted weight decay)."""
+        return self.weight_decay == FIT_WEIGHT_DECAY
+
+    @property
+    def task(self) -> float:
+        return task_information(self.classes)
 
     @property
     def pressure(self) -> float:
@@ -399,7 +417,8 @@ def read_run(path: Path) -> RunData:
                        high_lr_epochs(per, int(run["batch"])),
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
                        spaces(plain), spaces(res), float(run.get("weight_decay", 1e-4)),
-                       bool(run.get("coarse", False)))
+                       bool(run.get("coarse", False)),
+                       2 if run.get("coarse", False) else w.layers[-1].c_out)
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -425,12 +444,14 @@ class KindFit:
     gamma: float = 1.0
     rms: float = 0.0
     delta: float = 0.0     # k_inf's pressure divided by init_scale^delta (larger init: less pruned)
+    kappa: float = 0.0     # ... and by T^kappa (task_information; more distinctions: less pruned)
     tilt: float = 0.0      # depth tilt of the per-space keep (spread_keep; 0: uniform)
     block: float = 0.0     # exponent of a later block's plain spaces (later_blocks)
     tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
 
-    def keep(self, rho: float, u, high=False, scale: float = 1.0) -> np.ndarray:
-        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta)
+    def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0) -> np.ndarray:
+        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta
+                         * task ** -self.kappa)
         x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
@@ -447,14 +468,14 @@ class Fit:
         return self.residual if residual else self.plain
 
     def keep(self, rho: float, u_by_beta, residual: bool, high=False,
-             scale: float = 1.0) -> np.ndarray:
+             scale: float = 1.0, task: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
         clock values themselves. high: the schedule's lr is still at its maximum. scale: the
-        init's R0 over PyTorch's default's (init_scale)."""
+        init's R0 over PyTorch's default's (init_scale). task: task_information(classes)."""
         k = self.kind(residual)
         u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
-        return k.keep(rho, u, high, scale)
+        return k.keep(rho, u, high, scale, task)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -481,10 +502,11 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
 
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
-              pp: np.ndarray, ss: np.ndarray) -> KindFit:
-    """The grids of beta, shape and gamma with delta = 0, then delta (only when some run has
-    another init) searched with the best (beta, shape, gamma): a full grid over delta too would
-    cost 4x the fit for the one parameter that only the init-pair runs inform."""
+              pp: np.ndarray, ss: np.ndarray, tt: np.ndarray) -> KindFit:
+    """The grids of beta, shape and gamma with delta = kappa = 0, then delta (only when some run
+    has another init) and kappa (only when some run has another label count) searched with the
+    best (beta, shape, gamma): a full grid over them too would cost 4x the fit per parameter,
+    for parameters that only a few paired runs inform."""
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
 
@@ -508,6 +530,7 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
                 best = search(u, umax, pp ** gamma, shape)
                 if out is None or best[0] < out[0][0] - 1e-12:
                     out = (best, beta, shape, gamma, 0.0)
+    kappa = 0.0
     if (ss != 1.0).any():
         _, beta, shape, gamma, _ = out
         u = np.concatenate([r.u(beta) for r in runs])
@@ -515,15 +538,24 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
             best = search(u, float(u.max()), pp ** gamma * ss ** -delta, shape)
             if best[0] < out[0][0] - 1e-12:
                 out = (best, beta, shape, gamma, delta)
+    if (tt != 1.0).any():
+        _, beta, shape, gamma, delta = out
+        u = np.concatenate([r.u(beta) for r in runs])
+        for k in KAPPAS[1:]:
+            best = search(u, float(u.max()), pp ** gamma * ss ** -delta * tt ** -k, shape)
+            if best[0] < out[0][0] - 1e-12:
+                out, kappa = (best, beta, shape, gamma, delta), k
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
-    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta)
+    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, kappa)
 
 
-def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per epoch of every run: the high-lr flag, the pressure P and the init scale."""
+def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, ...]:
+    """Per epoch of every run: the high-lr flag, the pressure P, the init scale and the task's
+    information T."""
     return (np.concatenate([_hi(r).astype(float) for r in runs]),
             np.concatenate([np.full(len(r.lrsteps), r.pressure) for r in runs]),
-            np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs]))
+            np.concatenate([np.full(len(r.lrsteps), r.init_scale) for r in runs]),
+            np.concatenate([np.full(len(r.lrsteps), r.task) for r in runs]))
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
@@ -610,15 +642,17 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
         if not train:
             continue
         f = fit_runs(train, spread=False)     # the kind means only: no spread needed
-        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.init_scale)
+        err = np.concatenate([np.concatenate([f.keep(r.rho, r.u, False, _hi(r), r.init_scale,
+                                                     r.task)
                                               - r.keep_plain]
-                                             + ([f.keep(r.rho, r.u, True, _hi(r), r.init_scale)
+                                             + ([f.keep(r.rho, r.u, True, _hi(r), r.init_scale,
+                                                        r.task)
                                                  - r.keep_residual] if r.has_residual else []))
                               for r in test])
         out.append({by: v, "runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
                     "final_measured": [round(float(r.keep_plain[-1]), 3) for r in test],
                     "final_predicted": [round(float(f.keep(r.rho, r.u, False, _hi(r),
-                                                           r.init_scale)[-1]), 3)
+                                                           r.init_scale, r.task)[-1]), 3)
                                         for r in test]})
     return out
 
@@ -640,6 +674,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta, init)
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
+    task = task_information(DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out))
     pts = [(0, ())]
     kinds = []
     for ss, resid in ((plain, False), (res, True)):
@@ -653,7 +688,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
         for ss, kf, c, score in kinds:
-            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale))))
+            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
+                                                             task))))
             for s, ks in zip(ss, spread_keep(k, c, score)[0]):
                 width[s] = max(1, round(chans[s] * float(ks)))
         pts.append((e, layer_widths(workload, chans, width)))
