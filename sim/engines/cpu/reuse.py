@@ -177,14 +177,17 @@ def stack_distances_ref(ids: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def _pair_move(tree2, pair_t, y, t_new):
-    """Pair (y - 1, y) of neighbouring lines now both last touched at or after t_new (-1: one of
-    them never touched): a pair is counted at the older of its two latest touches."""
-    if pair_t[y] >= 0:
-        _fw_add(tree2, pair_t[y], -1)
-    pair_t[y] = t_new
-    if t_new >= 0:
-        _fw_add(tree2, t_new, 1)
+def _pair_newer(tree2, last, y, z, old):
+    """Line y (last touched at `old`, -1: never) is touched now: the pair of y and its neighbour z
+    is counted at the older of their latest touches, which becomes z's unless z is older still
+    (then nothing moves). Returns the change in the number of pairs."""
+    tz = last[z]
+    if tz < 0 or tz <= old:
+        return 0
+    if old >= 0:
+        _fw_add(tree2, old, -1)
+    _fw_add(tree2, tz, 1)
+    return 1 if old < 0 else 0
 
 
 @njit(cache=True, inline="always")
@@ -199,18 +202,17 @@ def _blocks(tree, tree2, last, x, live, pairs):
 
 
 @njit(cache=True, inline="always")
-def _touch_pairs(tree, tree2, pair_t, last, y, now, live, pairs):
-    """_touch of line y, keeping the neighbouring pairs' counts: y's pairs are now as old as
-    its neighbours' latest touches. Returns the distance, blocks, lines and pairs."""
-    d, b = _blocks(tree, tree2, last, y, live, pairs)
-    had = (pair_t[y] >= 0) + (y + 1 < last.shape[0] and pair_t[y + 1] >= 0)
-    d2, live = _touch(tree, last, y, now, live)
+def _touch_pairs(tree, tree2, last, y, now, live, pairs):
+    """_touch of line y with its blocks (as _blocks), keeping the pairs of neighbouring lines in
+    tree2. Returns the distance, blocks, lines and pairs."""
+    old = last[y]
+    inside = pairs - _fw_upto(tree2, old) if old >= 0 else 0
+    d, live = _touch(tree, last, y, now, live)
     if y > 0:
-        _pair_move(tree2, pair_t, y, last[y - 1])
+        pairs += _pair_newer(tree2, last, y, y - 1, old)
     if y + 1 < last.shape[0]:
-        _pair_move(tree2, pair_t, y + 1, last[y + 1])
-    pairs += (pair_t[y] >= 0) + (y + 1 < last.shape[0] and pair_t[y + 1] >= 0) - had
-    return d, b, live, pairs
+        pairs += _pair_newer(tree2, last, y, y + 1, old)
+    return d, (d - inside if d >= 0 else 0), live, pairs
 
 
 @njit(cache=True)
@@ -239,7 +241,6 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
     tree = np.zeros(n * (1 + deg) + 1, np.int32)       # over event times: accesses and lookups
     tree2 = np.zeros(n * (1 + deg) + 1, np.int32)      # neighbouring pairs, at the older touch
     last = np.full(n_ids, -1, np.int64)                 # event time of the line's latest touch
-    pair_t = np.full(n_ids, -1, np.int64)               # pair (y - 1, y)'s time in tree2
     last_dem = np.full(n_ids, -1, np.int64)             # access index of its latest demand
     dist = np.empty(n, np.int64)
     blk = np.empty(n, np.int64)
@@ -267,8 +268,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         if 0 <= d_private[i] < far:
             dist[i], blk[i] = _blocks(tree, tree2, last, x, live, pairs)
             continue
-        dist[i], blk[i], live, pairs = _touch_pairs(tree, tree2, pair_t, last, x, now, live,
-                                                    pairs)
+        dist[i], blk[i], live, pairs = _touch_pairs(tree, tree2, last, x, now, live, pairs)
         now += 1
         if deg == 0:
             continue
@@ -290,7 +290,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
                 lk_b[n_lk] = 0
                 if y < n_ids:
                     lk_d[n_lk], lk_b[n_lk], live, pairs = _touch_pairs(
-                        tree, tree2, pair_t, last, y, now, live, pairs)
+                        tree, tree2, last, y, now, live, pairs)
                     now += 1
                 n_lk += 1
             if stop > e_next[t, e]:
