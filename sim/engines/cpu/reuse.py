@@ -8,8 +8,9 @@ prefetcher: `Profile.histogram`): every access gets its stack distance (the numb
 lines touched since the same line was last touched; -1 on first touch) in its own thread's demand
 stream (L1), and the L2 stream prefetcher is replayed among the accesses (`prefetch_replay`: the
 exact model's stream table, lookahead ramp and degree) so that L2 and L3 get the stream they
-really see, the demand accesses and the prefetch lookups, with a stack distance for each, in the
-thread's own stream (private levels) and in the interleaved one (shared levels).
+really see, the accesses that miss L1 and the prefetch lookups, with a stack distance for each
+(and the blocks of consecutive lines the distinct lines since form), in the thread's own stream
+(private levels) and in the interleaved one (shared levels).
 `misses_from_profile` then turns the profile into the six counters of sim.engines.cpu.cache for any
 hierarchy in vectorised NumPy:
 
@@ -18,10 +19,14 @@ hierarchy in vectorised NumPy:
   lines map to the access's set; with lines spread uniformly over sets that is
   P(Binomial(d, 1/S) >= A) (Smith 1978, "A comparative study of set associative memory mapping
   algorithms"; the model StatStack and SHARDS-derived MRCs use for associativity), here with the
-  lines grouped in sequential runs that land at random, the accessed line's own run excluded.
+  lines grouped in sequential runs that land at random, the accessed line's own run excluded:
+  for L1 the demand stream's mean run, for L2 and L3 the mean length of the blocks measured in
+  the windows of that distance (Histogram.run_private, run_shared: a product's B rows are read
+  in any order, but the more of B a window holds the more its rows merge into long blocks that
+  fill the sets evenly).
 - Levels are treated as inclusive LRU stacks (an access that misses L2 also misses L1):
-  miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). The exact simulator's L2 is not
-  refreshed by L1 hits; the difference is measured in the tests.
+  miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). As in the exact simulator, an
+  L1 hit does not touch L2 or L3 (no refresh there, no line pushed down).
 - A prefetch lookup that misses L2 is a prefetch fetch from L3 or DRAM; a prefetched line still
   in L2 at its demand access is an L2 hit. The replay decides "misses L1" (the stream table sees
   only L1 misses) by a fixed distance, FAR_LINES, so one replay serves every geometry.
@@ -171,27 +176,77 @@ def stack_distances_ref(ids: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True, inline="always")
+def _pair_newer(tree2, last, y, z, old):
+    """Line y (last touched at `old`, -1: never) is touched now: the pair of y and its neighbour z
+    is counted at the older of their latest touches, which becomes z's unless z is older still
+    (then nothing moves). Returns the change in the number of pairs."""
+    tz = last[z]
+    if tz < 0 or tz <= old:
+        return 0
+    if old >= 0:
+        _fw_add(tree2, old, -1)
+    _fw_add(tree2, tz, 1)
+    return 1 if old < 0 else 0
+
+
+@njit(cache=True, inline="always")
+def _blocks(tree, tree2, last, x, live, pairs):
+    """Distance of line x (-1: first touch) and the number of blocks of consecutive lines the
+    distinct lines since its last touch form (lines minus neighbouring pairs both among them)."""
+    p = last[x]
+    if p < 0:
+        return -1, 0
+    d = live - _fw_upto(tree, p)
+    return d, d - (pairs - _fw_upto(tree2, p))
+
+
+@njit(cache=True, inline="always")
+def _touch_pairs(tree, tree2, last, y, now, live, pairs):
+    """_touch of line y with its blocks (as _blocks), keeping the pairs of neighbouring lines in
+    tree2. Returns the distance, blocks, lines and pairs."""
+    old = last[y]
+    inside = pairs - _fw_upto(tree2, old) if old >= 0 else 0
+    d, live = _touch(tree, last, y, now, live)
+    if y > 0:
+        pairs += _pair_newer(tree2, last, y, y - 1, old)
+    if y + 1 < last.shape[0]:
+        pairs += _pair_newer(tree2, last, y, y + 1, old)
+    return d, (d - inside if d >= 0 else 0), live, pairs
+
+
 @njit(cache=True)
 def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf_dist, pf_degree):
-    """The stream L2 and L3 see: the demand accesses with the L2 stream prefetcher of
-    cache.spmm_stream replayed among them, its stream table driven by the accesses that miss L1
-    (taken as those at private stack distance `far` or more, or first touches: the one cache-size
-    fact the replay needs). Each prefetch lookup touches its line in L2 and L3 as a demand access
-    does, so an LRU level sees both, and a stack distance taken over both is what decides a hit.
+    """The stream L2 and L3 see: the accesses that miss L1 (taken as those at private stack
+    distance `far` or more, or first touches: the one cache-size fact the replay needs) with the
+    L2 stream prefetcher of cache.spmm_stream replayed among them, its stream table driven by
+    those accesses. Each prefetch lookup touches its line in L2 and L3 as a demand access does,
+    so an LRU level sees both, and a stack distance taken over both is what decides a hit. An L1
+    hit never reaches L2 in the exact model (it refreshes nothing there): it only reads the
+    distance of its line's last touch there, which prices it should L1 miss after all (a set
+    conflict there).
 
-    Returns: per access, its stack distance in that stream (-1 on first touch); per prefetch
-    lookup, the access that issued it and the lookup's stack distance (-1 for a line never
-    touched, or past the last region); the number of sequential runs of the demand stream (an
-    access whose line minus one was its thread's latest access of the two starts none).
+    With each distance, the blocks of consecutive lines the distinct lines since the last touch
+    form, which sets how evenly they fill the sets of a set-associative level (miss_probability):
+    a product's B rows are read in any order, but once most of B is in the window its rows merge
+    into long blocks that tile the sets evenly.
+
+    Returns: per access, its stack distance in that stream (-1 on first touch) and blocks; per
+    prefetch lookup, the access that issued it, the lookup's stack distance (-1 for a line never
+    touched, or past the last region) and blocks; the number of sequential runs of the demand
+    stream (an access whose line minus one was its thread's latest access of the two starts none).
     """
     n = ids.shape[0]
     deg = max(pf_degree, 0) if n_streams > 0 and pf_dist > 0 else 0
     tree = np.zeros(n * (1 + deg) + 1, np.int32)       # over event times: accesses and lookups
+    tree2 = np.zeros(n * (1 + deg) + 1, np.int32)      # neighbouring pairs, at the older touch
     last = np.full(n_ids, -1, np.int64)                 # event time of the line's latest touch
     last_dem = np.full(n_ids, -1, np.int64)             # access index of its latest demand
     dist = np.empty(n, np.int64)
+    blk = np.empty(n, np.int64)
     lk_at = np.empty(n * deg, np.int64)
     lk_d = np.empty(n * deg, np.int64)
+    lk_b = np.empty(n * deg, np.int64)
     # per thread: entries' last line, furthest prefetched line, stamp; holder[t, id]: the entry
     # most recently left at last line id (+1; 0: none)
     e_last = np.full((n_threads, max(n_streams, 1)), -10, np.int64)
@@ -200,6 +255,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
     holder = np.zeros((n_threads, n_ids if deg > 0 else 1), np.int64)
     now = 0
     live = 0
+    pairs = 0
     n_lk = 0
     runs = 0
     for i in range(n):
@@ -209,9 +265,12 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         if not (q >= 0 and thread[q] == t and q > last_dem[x]):
             runs += 1
         last_dem[x] = i
-        dist[i], live = _touch(tree, last, x, now, live)
+        if 0 <= d_private[i] < far:
+            dist[i], blk[i] = _blocks(tree, tree2, last, x, live, pairs)
+            continue
+        dist[i], blk[i], live, pairs = _touch_pairs(tree, tree2, last, x, now, live, pairs)
         now += 1
-        if deg == 0 or (0 <= d_private[i] < far):
+        if deg == 0:
             continue
         e = holder[t, x - 1] - 1 if x > 0 else -1
         if e >= 0 and e_last[t, e] != x - 1:
@@ -228,8 +287,10 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
             for y in range(start, stop + 1):
                 lk_at[n_lk] = i
                 lk_d[n_lk] = -1
+                lk_b[n_lk] = 0
                 if y < n_ids:
-                    lk_d[n_lk], live = _touch(tree, last, y, now, live)
+                    lk_d[n_lk], lk_b[n_lk], live, pairs = _touch_pairs(
+                        tree, tree2, last, y, now, live, pairs)
                     now += 1
                 n_lk += 1
             if stop > e_next[t, e]:
@@ -237,30 +298,37 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         e_last[t, e] = x
         e_stamp[t, e] = i + 1
         holder[t, x] = e + 1
-    return dist, lk_at[:n_lk], lk_d[:n_lk], runs
+    return dist, blk, lk_at[:n_lk], lk_d[:n_lk], lk_b[:n_lk], runs
 
 
 def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf_dist,
                         pf_degree):
     """Reference of prefetch_replay: a scanned stream table and an explicit LRU stack of the
-    touched lines (a list, most recent first)."""
+    touched lines (a list, most recent first), blocks counted in the stack's top d lines."""
     ids = [int(v) for v in ids]
     stack: list[int] = []
     last_dem: dict[int, int] = {}
     dist = np.empty(len(ids), np.int64)
+    blk = np.empty(len(ids), np.int64)
     lk_at: list[int] = []
     lk_d: list[int] = []
+    lk_b: list[int] = []
     tables = [[[-10, -10, 0] for _ in range(n_streams)] for _ in range(n_threads)]
     holder: dict[tuple[int, int], int] = {}
     on = n_streams > 0 and pf_dist > 0 and pf_degree > 0
     runs = 0
 
-    def touch(y):
+    def look(y):
         d = stack.index(y) if y in stack else -1
+        window = set(stack[:max(d, 0)])
+        return d, sum(1 for v in window if v - 1 not in window)
+
+    def touch(y):
+        d, b = look(y)
         if d >= 0:
             stack.pop(d)
         stack.insert(0, y)
-        return d
+        return d, b
 
     for i, x in enumerate(ids):
         t = int(thread[i])
@@ -268,8 +336,11 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
         if not (q >= 0 and int(thread[q]) == t and q > last_dem.get(x, -1)):
             runs += 1
         last_dem[x] = i
-        dist[i] = touch(x)
-        if not on or 0 <= d_private[i] < far:
+        if 0 <= d_private[i] < far:
+            dist[i], blk[i] = look(x)
+            continue
+        dist[i], blk[i] = touch(x)
+        if not on:
             continue
         st = tables[t]
         # the entry most recently left at x - 1, if it is still there
@@ -284,11 +355,14 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
             stop = min(x + pf_dist, start + pf_degree - 1)
             for y in range(start, stop + 1):
                 lk_at.append(i)
-                lk_d.append(touch(y) if y < n_ids else -1)
+                d, b = touch(y) if y < n_ids else (-1, 0)
+                lk_d.append(d)
+                lk_b.append(b)
             hit[1] = max(hit[1], stop)
         hit[0], hit[2] = x, i + 1
         holder[(t, x)] = e
-    return dist, np.array(lk_at, np.int64), np.array(lk_d, np.int64), runs
+    return (dist, blk, np.array(lk_at, np.int64), np.array(lk_d, np.int64),
+            np.array(lk_b, np.int64), runs)
 
 
 # distances are kept in bins: exact below EXACT_BELOW, then BINS_PER_OCTAVE per factor of two
@@ -328,19 +402,23 @@ class Histogram:
     """A product's measured accesses and prefetch lookups under one prefetcher, as a weighted
     histogram: per row, the counter slot ((chain, group) * T + thread), the distance bin in the
     thread's own demand stream (L1; NONE: a prefetch lookup, which L1 does not see), the distance
-    bins in the stream L2 and L3 see (demand accesses and prefetch lookups) of the thread's own
-    and of all threads, and how many accesses or lookups have that combination."""
+    bins in the stream L2 and L3 see (L1 misses and prefetch lookups) of the thread's own and of
+    all threads, and how many accesses or lookups have that combination; per distance bin of
+    those two streams, the mean length of the blocks of consecutive lines in the windows (summed
+    distances over summed blocks)."""
 
     slots: np.ndarray
     b_l1: np.ndarray
     b_private: np.ndarray
     b_shared: np.ndarray
     weight: np.ndarray
+    run_private: np.ndarray
+    run_shared: np.ndarray
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.slots, self.b_l1, self.b_private, self.b_shared,
-                                      self.weight))
+                                      self.weight, self.run_private, self.run_shared))
 
 
 @dataclass(frozen=True)
@@ -428,6 +506,8 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
     keys = []
     walked = 0
     runs = 0
+    # per distance bin of the private and shared streams: summed distances and blocks
+    sums = np.zeros((2, 2, NONE + 1), np.float64)
     n_ids = (2 * ((int(indptr[-1]) * 4) // line + 2) + (k * n_b * 4) // line + 2
              + ((indptr.size - 1) * n_b * 4) // line + 2)
     pf = (FAR_LINES, pf_streams, pf_dist, pf_degree)
@@ -442,23 +522,28 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
         walked += n
         if T == 1:
             d_l1 = stack_distances(ids, n_ids)
-            d_sh, at_sh, lk_sh, r = prefetch_replay(ids, thr, 1, n_ids, d_l1, *pf)
-            d_pr, lk_pr = d_sh, lk_sh
+            d_sh, b_sh, at_sh, lk_sh, lb_sh, r = prefetch_replay(ids, thr, 1, n_ids, d_l1, *pf)
+            d_pr, b_pr, lk_pr, lb_pr = d_sh, b_sh, lk_sh, lb_sh
         else:
             # private levels see one thread's accesses and prefetches: the replay on its own
             # accesses (its stream table is its own) gives the same lookups in the same order
             d_l1 = np.empty(n, np.int64)
             d_pr = np.empty(n, np.int64)
-            lk_parts = []
+            b_pr = np.empty(n, np.int64)
+            lk_parts, lb_parts = [], []
             for t in range(T):
                 sel = np.nonzero(thr == t)[0]
                 d_l1[sel] = stack_distances(ids[sel], n_ids)
-                d_pr[sel], _, lk, _ = prefetch_replay(ids[sel], np.zeros(sel.size, np.int32), 1,
-                                                      n_ids, d_l1[sel], *pf)
+                d_pr[sel], b_pr[sel], _, lk, lb, _ = prefetch_replay(
+                    ids[sel], np.zeros(sel.size, np.int32), 1, n_ids, d_l1[sel], *pf)
                 lk_parts.append(lk)
-            d_sh, at_sh, lk_sh, r = prefetch_replay(ids, thr, T, n_ids, d_l1, *pf)
+                lb_parts.append(lb)
+            d_sh, b_sh, at_sh, lk_sh, lb_sh, r = prefetch_replay(ids, thr, T, n_ids, d_l1, *pf)
+            order = np.argsort(thr[at_sh], kind="stable")
             lk_pr = np.empty_like(lk_sh)
-            lk_pr[np.argsort(thr[at_sh], kind="stable")] = np.concatenate(lk_parts)
+            lk_pr[order] = np.concatenate(lk_parts)
+            lb_pr = np.empty_like(lb_sh)
+            lb_pr[order] = np.concatenate(lb_parts)
         runs += r
         keep = grp >= 0
         keep[keep] = prof.meas_c[c][grp[keep]]
@@ -472,6 +557,13 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
         slot = (c * Gc + grp[at].astype(np.int64)) * T + thr[at]
         keys.append(((slot * 512 + NONE) * 512 + distance_bin(lk_pr[mine])) * 512
                     + distance_bin(lk_sh[mine]))
+        for j, (d, b, ld, lb) in enumerate(((d_pr, b_pr, lk_pr, lb_pr),
+                                            (d_sh, b_sh, lk_sh, lb_sh))):
+            dd = np.concatenate([d[idx], ld[mine]])
+            bins = distance_bin(dd)
+            sums[j, 0] += np.bincount(bins, weights=np.maximum(dd, 0), minlength=NONE + 1)
+            sums[j, 1] += np.bincount(bins, weights=np.concatenate([b[idx], lb[mine]]),
+                                      minlength=NONE + 1)
     allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
     uk, w = np.unique(allk, return_counts=True)
     b_sh, rest = uk % 512, uk // 512
@@ -479,14 +571,11 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
     b_l1, slot = rest % 512, rest // 512
     # compact dtypes: bins < 512 (a histogram is ~18 bytes per row)
     i16 = lambda a: a.astype(np.int16)   # noqa: E731
-    h = Histogram(slot.astype(np.int32), i16(b_l1), i16(b_pr), i16(b_sh), w.astype(np.float64))
+    run = np.where(sums[:, 1] > 0, sums[:, 0] / np.maximum(sums[:, 1], 1), 1.0)
+    h = Histogram(slot.astype(np.int32), i16(b_l1), i16(b_pr), i16(b_sh), w.astype(np.float64),
+                  run[0], run[1])
     return h, {"walked": walked, "measured": int(w[b_l1 != NONE].sum()),
                "mean_run": walked / max(1, runs)}
-
-
-def _miss_of_bins(bins: np.ndarray, size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
-    # one probability per bin code (512 of them), then a gather: the profile has far more rows
-    return _bin_table(size_bytes, ways, line, run)[bins]
 
 
 def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
@@ -494,7 +583,8 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
     """P(miss) of accesses with stack distances d (-1: first touch) in an LRU cache of this
     geometry: Smith's binomial model of set conflicts (exact for a fully associative cache).
 
-    run: the mean length of the sequential runs the d lines come in. Consecutive lines go to
+    run: the mean length of the sequential runs the d lines come in (a number, or one per d).
+    Consecutive lines go to
     consecutive sets, so it is the runs, not the lines, that land at random; a run covers a given
     set with probability run / sets (run = 1 is Smith's model). The accessed line's own run is
     among them (its run - 1 other lines were touched since: the pass before left the lines after
@@ -508,13 +598,13 @@ def miss_probability(d: np.ndarray, size_bytes: int, ways: int, line: int,
     if sets == 1:
         p = (d >= ways).astype(np.float64)
     else:
-        r = min(max(run, 1.0), float(sets))
+        r = np.clip(run, 1.0, float(sets))
         p = binom.sf(ways - 1, np.round(np.maximum(d - r + 1, 0) / r), r / sets)
     return np.where(d < 0, 1.0, p)
 
 
-def _bin_table(size_bytes: int, ways: int, line: int, run: float) -> np.ndarray:
-    """Miss probability of every distance-bin code (NONE: 0)."""
+def _bin_table(size_bytes: int, ways: int, line: int, run) -> np.ndarray:
+    """Miss probability of every distance-bin code (NONE: 0); run: a number, or one per code."""
     table = miss_probability(bin_distance(np.arange(NONE + 1)), size_bytes, ways, line, run)
     table[NONE] = 0.0
     return table
@@ -549,11 +639,11 @@ def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_pr
     (levels are (size bytes, ways, ...) tuples); the model is spelled out in
     misses_from_profile_ref, this is its one-pass kernel."""
     h = prof.histogram(_prefetcher(pf_streams, pf_dist, pf_degree))
-    r = prof.mean_run
+    r2 = h.run_private if l2_private else h.run_shared
     return accumulate_counts(h.slots, h.b_l1, h.b_private if l2_private else h.b_shared,
-                             h.b_shared, h.weight, _bin_table(l1[0], l1[1], line, r),
-                             _bin_table(l2[0], l2[1], line, r), _bin_table(l3[0], l3[1], line, r),
-                             prof.n_slots)
+                             h.b_shared, h.weight, _bin_table(l1[0], l1[1], line, prof.mean_run),
+                             _bin_table(l2[0], l2[1], line, r2),
+                             _bin_table(l3[0], l3[1], line, h.run_shared), prof.n_slots)
 
 
 def _prefetcher(pf_streams: int, pf_dist: int, pf_degree: int) -> tuple[int, int, int]:
@@ -566,17 +656,18 @@ def misses_from_profile_ref(prof: Profile, *, line: int, l1: tuple, l2: tuple, l
                             l3: tuple, pf_streams: int, pf_dist: int, pf_degree: int) -> np.ndarray:
     """Plain-NumPy reference of misses_from_profile (the same model, row arrays at a time)."""
     h = prof.histogram(_prefetcher(pf_streams, pf_dist, pf_degree))
-    r = prof.mean_run
     w = h.weight
-    # L1 sees the demand accesses; L2 and L3 see them and the prefetch lookups, and either kind
-    # misses where its distance in that stream says (a prefetched line still there is a demand
-    # hit; a lookup that misses is a prefetch fetch, used or not). Not modeled: the exact model's
-    # L2 not being refreshed by L1 hits.
+    # L1 sees the demand accesses; L2 and L3 the L1 misses and the prefetch lookups, and either
+    # kind misses where its distance in that stream says (a prefetched line still there is a
+    # demand hit; a lookup that misses is a prefetch fetch, used or not), the sets filled by the
+    # blocks measured at that distance
     lookup = h.b_l1 == NONE
-    m1 = np.where(lookup, 1.0, _miss_of_bins(h.b_l1, l1[0], l1[1], line, r))
-    m2 = np.minimum(m1, _miss_of_bins(h.b_private if l2_private else h.b_shared, l2[0], l2[1],
-                                      line, r))
-    m3 = np.minimum(m2, _miss_of_bins(h.b_shared, l3[0], l3[1], line, r))
+    b2, r2 = (h.b_private, h.run_private) if l2_private else (h.b_shared, h.run_shared)
+    row = lambda b, lv, run: np.where(   # noqa: E731
+        b == NONE, 0.0, miss_probability(bin_distance(b), lv[0], lv[1], line, run))
+    m1 = np.where(lookup, 1.0, row(h.b_l1, l1, prof.mean_run))
+    m2 = np.minimum(m1, row(b2, l2, r2[b2]))
+    m3 = np.minimum(m2, row(h.b_shared, l3, h.run_shared[h.b_shared]))
     dem = 1.0 - lookup
     bc = lambda v: np.bincount(h.slots, weights=v * w, minlength=prof.n_slots)   # noqa: E731
     cnt = np.zeros((6, prof.n_slots), np.float64)
