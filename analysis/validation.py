@@ -928,6 +928,7 @@ def _c_authors_rows() -> Iterator[Row]:
             b += BATCH_STEP
         return b
 
+    dense = {rule: grown(w, cap) for rule, cap in rules}
     for tag in ("01", "02"):
         f = AUTHORS_DIR / f"resnet50-imagenet-{tag}.yaml"
         net = apply_widths(w, load_trajectory(f, w).widths_at(0))
@@ -941,7 +942,7 @@ def _c_authors_rows() -> Iterator[Row]:
                       note=f"{100 * net.macs() / w.macs():.0f} % of the dense inference FLOPs, "
                            f"{100 * act:.0f} % of the dense activations per sample (rho and epoch "
                            f"of the file not recorded); dense under this rule: "
-                           f"{grown(w, cap)}. Relative: the initial footprint is the capacity; "
+                           f"{dense[rule]}. Relative: the initial footprint is the capacity; "
                            f"device: {dev.memory.value / 2**30:.2f} GiB less a "
                            f"{reserve / 2**30:.2f} GiB reserve")
 
