@@ -403,20 +403,21 @@ def read_run(path: Path) -> RunData:
         frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
                                     if ss else 1.0 for p in per])
 
-        def spaces(ss):
+        def spaces(ss, later=None):
             if not ss:
                 return None
             c = np.array([chans[s] for s in ss], dtype=float)
             return SpaceData(c, map_depth(w, ss),
                              np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c,
-                             later_blocks(w, ss, res) if ss is plain else None)
+                             later)
 
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
-                       spaces(plain), spaces(res), float(run.get("weight_decay", 1e-4)),
+                       spaces(plain, later_blocks(w, plain, res)), spaces(res),
+                       float(run.get("weight_decay", 1e-4)),
                        bool(run.get("coarse", False)),
                        2 if run.get("coarse", False) else w.layers[-1].c_out)
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
