@@ -8,6 +8,7 @@
     python tools/prunetrain_runs.py --grid cifar --device cuda --jobs 8 # CIFAR-10 (fetch_cifar10.py)
     python tools/prunetrain_runs.py --grid wd      # the CPU CIFAR-10 run at the authors' weight decay
     python tools/prunetrain_runs.py --grid lr      # CPU CIFAR-10 at the paper's per-sample lr (hours)
+    python tools/prunetrain_runs.py --grid psl     # per-sample lr vs passes over the data (CPU, ~2 h)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -101,7 +102,15 @@ LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_de
 # same 10-way classifier, so the same lambda: fewer distinctions prune far deeper (fitted: the
 # model's task exponent kappa rests on this run)
 COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse=True)]
-GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
+# Per-sample lr or passes over the data? At the paper's lr x steps an epoch, the per-sample lr
+# fixes the samples an epoch (lr x steps / (lr / batch)), so the two are confounded in LR_GRID's
+# pair. Three runs split them: 4x the paper's per-sample lr (batch 128, lr 0.4: 2x the samples of
+# the 8x runs), and 8x on a 6272-image subset of CIFAR-10 (one virtual epoch = one pass, so the
+# paper's 182 passes at 8x its per-sample lr), then 2x (batch 256, ~1 h on one core).
+PSL_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", subset=6272),
+            RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 128}, init="he_fan_out"),
+            RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 256}, init="he_fan_out")]
+GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID, "psl": PSL_GRID,
          "coarse": COARSE_GRID}
 
 
