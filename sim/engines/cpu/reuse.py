@@ -234,7 +234,9 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
     Returns: per access, its stack distance in that stream (-1 on first touch) and blocks; per
     prefetch lookup, the access that issued it, the lookup's stack distance (-1 for a line never
     touched, or past the last region) and blocks; the number of sequential runs of the demand
-    stream (an access whose line minus one was its thread's latest access of the two starts none).
+    stream (an access whose line minus one was its thread's latest access of the two starts none);
+    the order of events that stream sees (every access, L1 hits included, as its index i; lookup j
+    as -1 - j) and each lookup's line, so set_depths can replay the same stream per set.
     """
     n = ids.shape[0]
     deg = max(pf_degree, 0) if n_streams > 0 and pf_dist > 0 else 0
@@ -247,6 +249,9 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
     lk_at = np.empty(n * deg, np.int64)
     lk_d = np.empty(n * deg, np.int64)
     lk_b = np.empty(n * deg, np.int64)
+    lk_y = np.empty(n * deg, np.int64)
+    ev_ref = np.empty(n * (1 + deg), np.int64)
+    n_ev = 0
     # per thread: entries' last line, furthest prefetched line, stamp; holder[t, id]: the entry
     # most recently left at last line id (+1; 0: none)
     e_last = np.full((n_threads, max(n_streams, 1)), -10, np.int64)
@@ -265,6 +270,8 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         if not (q >= 0 and thread[q] == t and q > last_dem[x]):
             runs += 1
         last_dem[x] = i
+        ev_ref[n_ev] = i
+        n_ev += 1
         if 0 <= d_private[i] < far:
             dist[i], blk[i] = _blocks(tree, tree2, last, x, live, pairs)
             continue
@@ -288,6 +295,9 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
                 lk_at[n_lk] = i
                 lk_d[n_lk] = -1
                 lk_b[n_lk] = 0
+                lk_y[n_lk] = y
+                ev_ref[n_ev] = -1 - n_lk
+                n_ev += 1
                 if y < n_ids:
                     lk_d[n_lk], lk_b[n_lk], live, pairs = _touch_pairs(
                         tree, tree2, last, y, now, live, pairs)
@@ -298,7 +308,7 @@ def prefetch_replay(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf
         e_last[t, e] = x
         e_stamp[t, e] = i + 1
         holder[t, x] = e + 1
-    return dist, blk, lk_at[:n_lk], lk_d[:n_lk], lk_b[:n_lk], runs
+    return dist, blk, lk_at[:n_lk], lk_d[:n_lk], lk_b[:n_lk], runs, ev_ref[:n_ev], lk_y[:n_lk]
 
 
 def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams, pf_dist,
@@ -313,6 +323,8 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
     lk_at: list[int] = []
     lk_d: list[int] = []
     lk_b: list[int] = []
+    lk_y: list[int] = []
+    ev_ref: list[int] = []
     tables = [[[-10, -10, 0] for _ in range(n_streams)] for _ in range(n_threads)]
     holder: dict[tuple[int, int], int] = {}
     on = n_streams > 0 and pf_dist > 0 and pf_degree > 0
@@ -336,6 +348,7 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
         if not (q >= 0 and int(thread[q]) == t and q > last_dem.get(x, -1)):
             runs += 1
         last_dem[x] = i
+        ev_ref.append(i)
         if 0 <= d_private[i] < far:
             dist[i], blk[i] = look(x)
             continue
@@ -354,7 +367,9 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
             start = max(hit[1] + 1, x + 1)
             stop = min(x + pf_dist, start + pf_degree - 1)
             for y in range(start, stop + 1):
+                ev_ref.append(-1 - len(lk_at))
                 lk_at.append(i)
+                lk_y.append(y)
                 d, b = touch(y) if y < n_ids else (-1, 0)
                 lk_d.append(d)
                 lk_b.append(b)
@@ -362,7 +377,7 @@ def prefetch_replay_ref(ids, thread, n_threads, n_ids, d_private, far, n_streams
         hit[0], hit[2] = x, i + 1
         holder[(t, x)] = e
     return (dist, blk, np.array(lk_at, np.int64), np.array(lk_d, np.int64),
-            np.array(lk_b, np.int64), runs)
+            np.array(lk_b, np.int64), runs, np.array(ev_ref, np.int64), np.array(lk_y, np.int64))
 
 
 # distances are kept in bins: exact below EXACT_BELOW, then BINS_PER_OCTAVE per factor of two
@@ -387,11 +402,104 @@ def distance_bin(d: np.ndarray) -> np.ndarray:
     return out
 
 
+# the L1 distance bins of the accesses the replay takes as L1 hits (FAR_LINES is a bin edge)
+READ_BELOW = int(distance_bin(np.array([FAR_LINES]))[0])
+assert READ_BELOW == int(distance_bin(np.array([FAR_LINES - 1]))[0]) + 1
+
+
 def bin_distance(b: np.ndarray) -> np.ndarray:
     """A bin's representative distance (geometric middle; -1 for first touch)."""
     b = np.asarray(b, np.int64)
     out = np.where(b < EXACT_BELOW, b, EXACT_BELOW * 2.0 ** ((b - EXACT_BELOW + 0.5) / BINS_PER_OCTAVE))
     return np.where(b == COLD, -1.0, out)
+
+
+# ---- set depths: set conflicts of power-of-two set counts, measured -----------------------------
+
+# The binomial model places the window's blocks at random sets. A CSR x dense product's B rows are
+# a fixed stride apart, so their set offsets lie on a lattice, and a register-chunk pass reads the
+# same columns of every row it touches: which of a line's set-mates (the lines a multiple of the
+# set count away) are in the window depends on their columns relative to the line's, a
+# deterministic pattern (docs/performance.md, "Ninth pass"). For these set counts the replayed L2
+# stream is therefore also run through one LRU stack per set, CAP deep, giving every access and
+# lookup its depth in its own set (Mattson's stack distance per set: an LRU set of A ways misses
+# exactly when the depth is A or more), kept per distance bin; other geometries (a set count not
+# in the list, more than CAP ways, the L1 and L3 models) use the binomial.
+SET_COUNTS = np.array([128, 256, 512, 1024, 2048, 4096], np.int64)
+CAP = 32          # depths kept: 0..CAP - 1, CAP for "not among the set's CAP latest" (ways <= 32)
+# the events' kinds, kept apart because a distance bin's miss rate differs between them: an access
+# that misses L1 (it touches L2), a prefetch lookup, an L1 hit (it only reads its depth: a line
+# hit in L1 is not refreshed in L2, so its L2 distance grows while it stays in L1)
+DEMAND, LOOKUP, READ = 0, 1, 2
+
+
+@njit(cache=True)
+def set_depths(tags, offs, touch, set_counts, cap):
+    """Per event and per set count S (a power of two), the number of distinct lines of its set
+    (offset mod S) touched since its line's last touch, capped at `cap` (also for a first touch).
+    tags: the line's unique id; offs: its offset in its region (the region bases are multiples
+    of every S, as in the exact model's line & (S - 1)); touch False: the event only reads its
+    depth (an L1 hit: it moves nothing in L2)."""
+    n = tags.shape[0]
+    out = np.empty((n, set_counts.shape[0]), np.int8)
+    for j in range(set_counts.shape[0]):
+        sets = set_counts[j]
+        stack = np.full((sets, cap), -1, np.int64)   # per set, most recent first
+        for i in range(n):
+            x = tags[i]
+            row = stack[offs[i] & (sets - 1)]
+            p = cap
+            for w in range(cap):
+                if row[w] == x:
+                    p = w
+                    break
+            out[i, j] = p
+            if touch[i]:
+                for w in range(min(p, cap - 1), 0, -1):
+                    row[w] = row[w - 1]
+                row[0] = x
+    return out
+
+
+def set_depths_ref(tags, offs, touch, set_counts, cap) -> np.ndarray:
+    """Reference of set_depths: a dict of per-set lists (most recent first), uncapped."""
+    out = np.empty((len(tags), len(set_counts)), np.int8)
+    for j, sets in enumerate(int(v) for v in set_counts):
+        stacks: dict[int, list[int]] = {}
+        for i, (x, o) in enumerate(zip(tags.tolist(), offs.tolist())):
+            st = stacks.setdefault(o % sets, [])
+            p = st.index(x) if x in st else len(st) + cap
+            out[i, j] = min(p, cap)
+            if touch[i]:
+                if p < len(st):
+                    st.pop(p)
+                st.insert(0, x)
+    return out
+
+
+def _depth_counts(rep, ids, d_private, keep, starts) -> np.ndarray:
+    """Counts of the measured events of one replayed stream (rep: prefetch_replay's outputs on
+    ids, keep: measured accesses) per (demand or lookup, set count, distance bin, depth): the
+    same events the histogram keeps, so a bin's share of depths >= A is its events' miss rate."""
+    dist, _, lk_at, lk_d, _, _, ev_ref, lk_y = rep
+    acc = ev_ref >= 0
+    j = np.where(acc, 0, -1 - ev_ref)
+    i = np.where(acc, ev_ref, lk_at[j] if lk_at.size else 0)
+    line = np.where(acc, ids[i], lk_y[j] if lk_y.size else 0)
+    # an L1 hit only reads; a lookup past the last region is no line (a first touch: COLD)
+    touch = np.where(acc, ~((d_private[i] >= 0) & (d_private[i] < FAR_LINES)),
+                     line < starts[-1])
+    offs = line - starts[np.searchsorted(starts, line, side="right") - 1]
+    depth = set_depths(line, offs, touch, SET_COUNTS, CAP)
+    sel = np.nonzero(keep[i])[0]
+    b = distance_bin(np.where(acc[sel], dist[i[sel]], lk_d[j[sel]] if lk_d.size else -1))
+    kind = np.where(acc[sel], np.where(touch[sel], DEMAND, READ), LOOKUP)
+    key = (kind * (NONE + 1) + b) * (CAP + 1)
+    size = 3 * (NONE + 1) * (CAP + 1)
+    out = np.stack([np.bincount(key + depth[sel, s], minlength=size)
+                    for s in range(SET_COUNTS.size)], axis=1)
+    return out.reshape(3, NONE + 1, CAP + 1, SET_COUNTS.size).transpose(0, 3, 1, 2).astype(
+        np.float64)
 
 
 # ---- the profile -------------------------------------------------------------------------------
@@ -405,7 +513,9 @@ class Histogram:
     bins in the stream L2 and L3 see (L1 misses and prefetch lookups) of the thread's own and of
     all threads, and how many accesses or lookups have that combination; per distance bin of
     those two streams, the mean length of the blocks of consecutive lines in the windows (summed
-    distances over summed blocks)."""
+    distances over summed blocks); per stream, the set-depth counts of the same events (demand or
+    lookup, set count of SET_COUNTS, distance bin, depth 0..CAP: _depth_counts; float32, the
+    shared stream's array is the private one's too with one thread)."""
 
     slots: np.ndarray
     b_l1: np.ndarray
@@ -414,11 +524,14 @@ class Histogram:
     weight: np.ndarray
     run_private: np.ndarray
     run_shared: np.ndarray
+    depth_private: np.ndarray
+    depth_shared: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.slots, self.b_l1, self.b_private, self.b_shared,
-                                      self.weight, self.run_private, self.run_shared))
+        arrays = (self.slots, self.b_l1, self.b_private, self.b_shared, self.weight,
+                  self.run_private, self.run_shared, self.depth_private, self.depth_shared)
+        return sum(a.nbytes for a in {id(a): a for a in arrays}.values())
 
 
 @dataclass(frozen=True)
@@ -498,6 +611,44 @@ def build_profile(indptr, indices, starts_c, nrows_c, meas_c, n_b: int, k: int, 
                    int(line), C * Gc * T)
 
 
+def _replay_chain(ids, thr, T: int, n_ids: int, pf: tuple, keep, starts) -> tuple:
+    """One chain's walked stream replayed: its L1 distances; per access and per lookup the
+    distance and blocks in the private stream (one thread's own accesses and prefetches) and in
+    the shared one (all threads'), the lookups' issuing accesses, the demand stream's runs; and
+    the set-depth counts of the measured events of both streams (_depth_counts)."""
+    n = ids.size
+    if T == 1:
+        d_l1 = stack_distances(ids, n_ids)
+        rep = prefetch_replay(ids, thr, 1, n_ids, d_l1, *pf)
+        dep = _depth_counts(rep, ids, d_l1, keep, starts)
+        d_sh, b_sh, at_sh, lk_sh, lb_sh, r = rep[:6]
+        return d_l1, (d_sh, b_sh, lk_sh, lb_sh, dep), (d_sh, b_sh, lk_sh, lb_sh, dep), at_sh, r
+    # private levels see one thread's accesses and prefetches: the replay on its own accesses
+    # (its stream table is its own) gives the same lookups in the same order
+    d_l1 = np.empty(n, np.int64)
+    d_pr = np.empty(n, np.int64)
+    b_pr = np.empty(n, np.int64)
+    lk_parts, lb_parts = [], []
+    dep_pr = 0.0
+    for t in range(T):
+        sel = np.nonzero(thr == t)[0]
+        d_l1[sel] = stack_distances(ids[sel], n_ids)
+        rep = prefetch_replay(ids[sel], np.zeros(sel.size, np.int32), 1, n_ids, d_l1[sel], *pf)
+        d_pr[sel], b_pr[sel] = rep[0], rep[1]
+        lk_parts.append(rep[3])
+        lb_parts.append(rep[4])
+        dep_pr = dep_pr + _depth_counts(rep, ids[sel], d_l1[sel], keep[sel], starts)
+    rep = prefetch_replay(ids, thr, T, n_ids, d_l1, *pf)
+    d_sh, b_sh, at_sh, lk_sh, lb_sh, r = rep[:6]
+    order = np.argsort(thr[at_sh], kind="stable")
+    lk_pr = np.empty_like(lk_sh)
+    lk_pr[order] = np.concatenate(lk_parts)
+    lb_pr = np.empty_like(lb_sh)
+    lb_pr[order] = np.concatenate(lb_parts)
+    dep_sh = _depth_counts(rep, ids, d_l1, keep, starts)
+    return d_l1, (d_pr, b_pr, lk_pr, lb_pr, dep_pr), (d_sh, b_sh, lk_sh, lb_sh, dep_sh), at_sh, r
+
+
 def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple[Histogram, dict]:
     """Walk each chain's stream, replay the prefetcher among its accesses, keep the histogram of
     the measured accesses and of the prefetch lookups they issued."""
@@ -508,8 +659,12 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
     runs = 0
     # per distance bin of the private and shared streams: summed distances and blocks
     sums = np.zeros((2, 2, NONE + 1), np.float64)
-    n_ids = (2 * ((int(indptr[-1]) * 4) // line + 2) + (k * n_b * 4) // line + 2
-             + ((indptr.size - 1) * n_b * 4) // line + 2)
+    depths = [0.0, 0.0]
+    a_lines = (int(indptr[-1]) * 4) // line + 2
+    # the dense ids' region starts (A indices, A values, B, C) and their end
+    starts = np.cumsum([0, a_lines, a_lines, (k * n_b * 4) // line + 2,
+                        ((indptr.size - 1) * n_b * 4) // line + 2])
+    n_ids = int(starts[-1])
     pf = (FAR_LINES, pf_streams, pf_dist, pf_degree)
     for c in range(C):
         cap = _upper_bound(indptr, prof.starts_c[c], prof.nrows_c[c], n_b, k, chunk, line)
@@ -520,50 +675,27 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
                           line, ids, thr, grp)
         ids, thr, grp = ids[:n], thr[:n], grp[:n]
         walked += n
-        if T == 1:
-            d_l1 = stack_distances(ids, n_ids)
-            d_sh, b_sh, at_sh, lk_sh, lb_sh, r = prefetch_replay(ids, thr, 1, n_ids, d_l1, *pf)
-            d_pr, b_pr, lk_pr, lb_pr = d_sh, b_sh, lk_sh, lb_sh
-        else:
-            # private levels see one thread's accesses and prefetches: the replay on its own
-            # accesses (its stream table is its own) gives the same lookups in the same order
-            d_l1 = np.empty(n, np.int64)
-            d_pr = np.empty(n, np.int64)
-            b_pr = np.empty(n, np.int64)
-            lk_parts, lb_parts = [], []
-            for t in range(T):
-                sel = np.nonzero(thr == t)[0]
-                d_l1[sel] = stack_distances(ids[sel], n_ids)
-                d_pr[sel], b_pr[sel], _, lk, lb, _ = prefetch_replay(
-                    ids[sel], np.zeros(sel.size, np.int32), 1, n_ids, d_l1[sel], *pf)
-                lk_parts.append(lk)
-                lb_parts.append(lb)
-            d_sh, b_sh, at_sh, lk_sh, lb_sh, r = prefetch_replay(ids, thr, T, n_ids, d_l1, *pf)
-            order = np.argsort(thr[at_sh], kind="stable")
-            lk_pr = np.empty_like(lk_sh)
-            lk_pr[order] = np.concatenate(lk_parts)
-            lb_pr = np.empty_like(lb_sh)
-            lb_pr[order] = np.concatenate(lb_parts)
-        runs += r
         keep = grp >= 0
         keep[keep] = prof.meas_c[c][grp[keep]]
+        d_l1, pr, sh, at_sh, r = _replay_chain(ids, thr, T, n_ids, pf, keep, starts)
+        runs += r
         idx = np.nonzero(keep)[0]
         slot = (c * Gc + grp[idx].astype(np.int64)) * T + thr[idx]
-        keys.append(((slot * 512 + distance_bin(d_l1[idx])) * 512 + distance_bin(d_pr[idx])) * 512
-                    + distance_bin(d_sh[idx]))
+        keys.append(((slot * 512 + distance_bin(d_l1[idx])) * 512 + distance_bin(pr[0][idx]))
+                    * 512 + distance_bin(sh[0][idx]))
         # the lookups issued by measured accesses (counted where exact counts its prefetches)
         mine = keep[at_sh]
         at = at_sh[mine]
         slot = (c * Gc + grp[at].astype(np.int64)) * T + thr[at]
-        keys.append(((slot * 512 + NONE) * 512 + distance_bin(lk_pr[mine])) * 512
-                    + distance_bin(lk_sh[mine]))
-        for j, (d, b, ld, lb) in enumerate(((d_pr, b_pr, lk_pr, lb_pr),
-                                            (d_sh, b_sh, lk_sh, lb_sh))):
+        keys.append(((slot * 512 + NONE) * 512 + distance_bin(pr[2][mine])) * 512
+                    + distance_bin(sh[2][mine]))
+        for j, (d, b, ld, lb, dep) in enumerate((pr, sh)):
             dd = np.concatenate([d[idx], ld[mine]])
             bins = distance_bin(dd)
             sums[j, 0] += np.bincount(bins, weights=np.maximum(dd, 0), minlength=NONE + 1)
             sums[j, 1] += np.bincount(bins, weights=np.concatenate([b[idx], lb[mine]]),
                                       minlength=NONE + 1)
+            depths[j] = depths[j] + dep
     allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
     uk, w = np.unique(allk, return_counts=True)
     b_sh, rest = uk % 512, uk // 512
@@ -572,8 +704,9 @@ def _walk(prof: Profile, pf_streams: int, pf_dist: int, pf_degree: int) -> tuple
     # compact dtypes: bins < 512 (a histogram is ~18 bytes per row)
     i16 = lambda a: a.astype(np.int16)   # noqa: E731
     run = np.where(sums[:, 1] > 0, sums[:, 0] / np.maximum(sums[:, 1], 1), 1.0)
+    dep = [np.asarray(v, np.float32) for v in depths]
     h = Histogram(slot.astype(np.int32), i16(b_l1), i16(b_pr), i16(b_sh), w.astype(np.float64),
-                  run[0], run[1])
+                  run[0], run[1], dep[0] if T > 1 else dep[1], dep[1])
     return h, {"walked": walked, "measured": int(w[b_l1 != NONE].sum()),
                "mean_run": walked / max(1, runs)}
 
@@ -610,21 +743,47 @@ def _bin_table(size_bytes: int, ways: int, line: int, run) -> np.ndarray:
     return table
 
 
+def _set_index(size_bytes: int, ways: int, line: int) -> int:
+    """The index in SET_COUNTS of this level's set count, -1 where the set depths cannot price it
+    (a set count not measured, more than CAP ways, no level)."""
+    if size_bytes <= 0 or ways <= 0 or ways > CAP:
+        return -1
+    hit = np.nonzero(SET_COUNTS == size_bytes // (ways * line))[0]
+    return int(hit[0]) if hit.size else -1
+
+
+def _depth_tables(depth: np.ndarray, size_bytes: int, ways: int, line: int,
+                  fallback: np.ndarray) -> np.ndarray:
+    """Per-bin miss tables of an L2, one per event kind (DEMAND, LOOKUP, READ): the share of the
+    bin's events of that kind whose set depth is `ways` or more; the binomial's (fallback) where
+    the set count is not measured or a bin has no event of that kind."""
+    s = _set_index(size_bytes, ways, line)
+    if s < 0:
+        return np.stack([fallback] * 3)
+    cnt = depth[:, s].astype(np.float64)                 # (kind, bin, depth)
+    tot = cnt.sum(-1)
+    t = np.where(tot > 0, cnt[..., ways:].sum(-1) / np.maximum(tot, 1.0), fallback)
+    t[:, NONE] = 0.0
+    return t
+
+
 @njit(cache=True)
 def accumulate_counts(slots, b_l1, b_l2, b_l3, weight, t1, t2, t3, n_slots):
-    """misses_from_profile's per-row arithmetic in one pass (t1..t3: per-bin miss tables)."""
+    """misses_from_profile's per-row arithmetic in one pass (t1..t3: per-bin miss tables; L2's
+    one per event kind, DEMAND, LOOKUP, READ: an L1 distance below READ_BELOW is an L1 hit in
+    the replay)."""
     cnt = np.zeros((n_slots, 6), np.float64)
     for i in range(slots.shape[0]):
         w = weight[i]
         c = cnt[slots[i]]
         if b_l1[i] == NONE:
-            f2 = t2[b_l2[i]]
+            f2 = t2[LOOKUP, b_l2[i]]
             f3 = min(f2, t3[b_l3[i]])
             c[4] += w * (f2 - f3)
             c[5] += w * f3
             continue
         m1 = t1[b_l1[i]]
-        m2 = min(m1, t2[b_l2[i]])
+        m2 = min(m1, t2[READ if b_l1[i] < READ_BELOW else DEMAND, b_l2[i]])
         m3 = min(m2, t3[b_l3[i]])
         c[0] += w * (1.0 - m1)
         c[1] += w * (m1 - m2)
@@ -639,11 +798,11 @@ def misses_from_profile(prof: Profile, *, line: int, l1: tuple, l2: tuple, l2_pr
     (levels are (size bytes, ways, ...) tuples); the model is spelled out in
     misses_from_profile_ref, this is its one-pass kernel."""
     h = prof.histogram(_prefetcher(pf_streams, pf_dist, pf_degree))
-    r2 = h.run_private if l2_private else h.run_shared
+    r2, dep2 = (h.run_private, h.depth_private) if l2_private else (h.run_shared, h.depth_shared)
+    t2 = _depth_tables(dep2, l2[0], l2[1], line, _bin_table(l2[0], l2[1], line, r2))
     return accumulate_counts(h.slots, h.b_l1, h.b_private if l2_private else h.b_shared,
                              h.b_shared, h.weight, _bin_table(l1[0], l1[1], line, prof.mean_run),
-                             _bin_table(l2[0], l2[1], line, r2),
-                             _bin_table(l3[0], l3[1], line, h.run_shared), prof.n_slots)
+                             t2, _bin_table(l3[0], l3[1], line, h.run_shared), prof.n_slots)
 
 
 def _prefetcher(pf_streams: int, pf_dist: int, pf_degree: int) -> tuple[int, int, int]:
@@ -662,11 +821,20 @@ def misses_from_profile_ref(prof: Profile, *, line: int, l1: tuple, l2: tuple, l
     # demand hit; a lookup that misses is a prefetch fetch, used or not), the sets filled by the
     # blocks measured at that distance
     lookup = h.b_l1 == NONE
-    b2, r2 = (h.b_private, h.run_private) if l2_private else (h.b_shared, h.run_shared)
+    b2, r2, dep2 = ((h.b_private, h.run_private, h.depth_private) if l2_private
+                    else (h.b_shared, h.run_shared, h.depth_shared))
     row = lambda b, lv, run: np.where(   # noqa: E731
         b == NONE, 0.0, miss_probability(bin_distance(b), lv[0], lv[1], line, run))
     m1 = np.where(lookup, 1.0, row(h.b_l1, l1, prof.mean_run))
-    m2 = np.minimum(m1, row(b2, l2, r2[b2]))
+    p2 = row(b2, l2, r2[b2])
+    s = _set_index(l2[0], l2[1], line)
+    if s >= 0:
+        # the row's events of its kind in its bin: the share at set depth >= ways
+        kind = np.where(lookup, LOOKUP, np.where(h.b_l1 < READ_BELOW, READ, DEMAND))
+        ev = dep2[kind, s, b2.astype(np.int64)].astype(np.float64)
+        n_ev = ev.sum(-1)
+        p2 = np.where(n_ev > 0, ev[:, l2[1]:].sum(-1) / np.maximum(n_ev, 1.0), p2)
+    m2 = np.minimum(m1, p2)
     m3 = np.minimum(m2, row(h.b_shared, l3, h.run_shared[h.b_shared]))
     dem = 1.0 - lookup
     bc = lambda v: np.bincount(h.slots, weights=v * w, minlength=prof.n_slots)   # noqa: E731
