@@ -107,6 +107,28 @@ def test_set_depths_match_reference_and_exact_lru():
         np.testing.assert_array_equal(miss, got[on, j] >= ways)
 
 
+@pytest.mark.parametrize("threads,pf", [(1, (4, 6, 2)), (2, (0, 0, 0))])
+def test_depth_counts_match_reference(threads, pf):
+    """The fused per-(kind, set count, bin, depth) counts of a replayed stream against the events
+    laid out as arrays and priced by set_depths_ref; ids 0-151 in two regions (starts 0, 70,
+    152), lookups past 152 are no line."""
+    rng = np.random.default_rng(3 + threads)
+    base = np.repeat(rng.integers(0, 30, 300) * 5, 5) + np.tile(np.arange(5), 300)
+    ids = np.where(rng.random(1500) < 0.15, rng.integers(0, 150, 1500), base)
+    thread = rng.integers(0, threads, 1500).astype(np.int32)
+    d = rs.stack_distances(ids, 152)
+    dist, _, lk_at, lk_d, _, _, ev_ref, lk_y = rs.prefetch_replay(ids, thread, threads, 152, d, 8,
+                                                                  *pf)
+    keep = rng.random(1500) < 0.7
+    args = (ids, d, keep, rs.distance_bin(dist), lk_at, lk_y, rs.distance_bin(lk_d), ev_ref,
+            np.array([0, 70, 152]), np.array([2, 4, 8]), 6, 8)
+    got = rs.depth_counts(*args)
+    np.testing.assert_array_equal(got, rs.depth_counts_ref(*args))
+    kinds = got.sum(axis=(1, 2, 3))
+    assert kinds[rs.DEMAND] > 0 and kinds[rs.READ] > 0 and (kinds[rs.LOOKUP] > 0) == (pf[0] > 0)
+    assert got[..., 6].sum() > 0 and got[..., :6].sum() > 0
+
+
 @pytest.mark.parametrize("run,sets,ways,pool", [(16, 64, 4, 96), (24, 128, 8, 200)])
 def test_run_model_against_sequential_rows(run, sets, ways, pool):
     """Whole rows of `run` consecutive lines (as B rows stream) through the exact set-associative

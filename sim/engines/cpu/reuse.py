@@ -433,6 +433,22 @@ CAP = 32          # depths kept: 0..CAP - 1, CAP for "not among the set's CAP la
 DEMAND, LOOKUP, READ = 0, 1, 2
 
 
+@njit(cache=True, inline="always")
+def _set_touch(row, x, touch, cap):
+    """Line x in its set's LRU stack `row` (most recent first, cap deep): its depth (cap: not
+    among them), and, on a touch, x moved (or put) on top."""
+    p = cap
+    for w in range(cap):
+        if row[w] == x:
+            p = w
+            break
+    if touch:
+        for w in range(min(p, cap - 1), 0, -1):
+            row[w] = row[w - 1]
+        row[0] = x
+    return p
+
+
 @njit(cache=True)
 def set_depths(tags, offs, touch, set_counts, cap):
     """Per event and per set count S (a power of two), the number of distinct lines of its set
@@ -446,18 +462,7 @@ def set_depths(tags, offs, touch, set_counts, cap):
         sets = set_counts[j]
         stack = np.full((sets, cap), -1, np.int64)   # per set, most recent first
         for i in range(n):
-            x = tags[i]
-            row = stack[offs[i] & (sets - 1)]
-            p = cap
-            for w in range(cap):
-                if row[w] == x:
-                    p = w
-                    break
-            out[i, j] = p
-            if touch[i]:
-                for w in range(min(p, cap - 1), 0, -1):
-                    row[w] = row[w - 1]
-                row[0] = x
+            out[i, j] = _set_touch(stack[offs[i] & (sets - 1)], tags[i], touch[i], cap)
     return out
 
 
@@ -477,29 +482,65 @@ def set_depths_ref(tags, offs, touch, set_counts, cap) -> np.ndarray:
     return out
 
 
-def _depth_counts(rep, ids, d_private, keep, starts) -> np.ndarray:
-    """Counts of the measured events of one replayed stream (rep: prefetch_replay's outputs on
-    ids, keep: measured accesses) per (demand or lookup, set count, distance bin, depth): the
-    same events the histogram keeps, so a bin's share of depths >= A is its events' miss rate."""
-    dist, _, lk_at, lk_d, _, _, ev_ref, lk_y = rep
+@njit(cache=True)
+def depth_counts(ids, d_private, keep, bin_acc, lk_at, lk_y, bin_lk, ev_ref, starts, set_counts,
+                 cap, far):
+    """Counts of the measured events of one replayed stream per (kind: DEMAND, LOOKUP, READ; set
+    count; distance bin; set depth as set_depths gives it). The stream is prefetch_replay's
+    event order ev_ref over the accesses ids (an access at private distance below `far` is an L1
+    hit: it only reads) and its lookups (lk_at: issuing access, lk_y: line; a line at or past
+    starts[-1], the end of the last region, is none: never touched); keep: measured accesses,
+    whose lookups are measured too; bin_acc, bin_lk: the events' distance bins in this stream;
+    starts: the dense ids' region starts, then their end."""
+    out = np.zeros((3, set_counts.shape[0], NONE + 1, cap + 1), np.int64)
+    for j in range(set_counts.shape[0]):
+        sets = set_counts[j]
+        stack = np.full((sets, cap), -1, np.int64)
+        for e in range(ev_ref.shape[0]):
+            r = ev_ref[e]
+            if r >= 0:
+                i, x, b = r, ids[r], bin_acc[r]
+                touch = not (0 <= d_private[r] < far)
+                kind = DEMAND if touch else READ
+            else:
+                i, x, b = lk_at[-1 - r], lk_y[-1 - r], bin_lk[-1 - r]
+                touch = x < starts[starts.shape[0] - 1]
+                kind = LOOKUP
+            g = 0
+            while g + 2 < starts.shape[0] and x >= starts[g + 1]:
+                g += 1
+            p = _set_touch(stack[(x - starts[g]) & (sets - 1)], x, touch, cap)
+            if keep[i]:
+                out[kind, j, b, p] += 1
+    return out
+
+
+def depth_counts_ref(ids, d_private, keep, bin_acc, lk_at, lk_y, bin_lk, ev_ref, starts,
+                     set_counts, cap, far) -> np.ndarray:
+    """Reference of depth_counts: the events laid out as arrays, their depths from
+    set_depths_ref, counted with np.add.at."""
     acc = ev_ref >= 0
     j = np.where(acc, 0, -1 - ev_ref)
     i = np.where(acc, ev_ref, lk_at[j] if lk_at.size else 0)
     line = np.where(acc, ids[i], lk_y[j] if lk_y.size else 0)
-    # an L1 hit only reads; a lookup past the last region is no line (a first touch: COLD)
-    touch = np.where(acc, ~((d_private[i] >= 0) & (d_private[i] < FAR_LINES)),
-                     line < starts[-1])
-    offs = line - starts[np.searchsorted(starts, line, side="right") - 1]
-    depth = set_depths(line, offs, touch, SET_COUNTS, CAP)
-    sel = np.nonzero(keep[i])[0]
-    b = distance_bin(np.where(acc[sel], dist[i[sel]], lk_d[j[sel]] if lk_d.size else -1))
-    kind = np.where(acc[sel], np.where(touch[sel], DEMAND, READ), LOOKUP)
-    key = (kind * (NONE + 1) + b) * (CAP + 1)
-    size = 3 * (NONE + 1) * (CAP + 1)
-    out = np.stack([np.bincount(key + depth[sel, s], minlength=size)
-                    for s in range(SET_COUNTS.size)], axis=1)
-    return out.reshape(3, NONE + 1, CAP + 1, SET_COUNTS.size).transpose(0, 3, 1, 2).astype(
-        np.float64)
+    touch = np.where(acc, ~((d_private[i] >= 0) & (d_private[i] < far)), line < starts[-1])
+    region = np.clip(np.searchsorted(starts, line, side="right") - 1, 0, starts.size - 2)
+    depth = set_depths_ref(line, line - starts[region], touch, set_counts, cap)
+    kind = np.where(acc, np.where(touch, DEMAND, READ), LOOKUP)
+    b = np.where(acc, bin_acc[i], bin_lk[j] if bin_lk.size else 0)
+    out = np.zeros((3, len(set_counts), NONE + 1, cap + 1), np.int64)
+    sel = keep[i]
+    for s in range(len(set_counts)):
+        np.add.at(out, (kind[sel], s, b[sel], depth[sel, s]), 1)
+    return out
+
+
+def _depth_counts(rep, ids, d_private, keep, starts) -> np.ndarray:
+    """depth_counts of one replayed stream (rep: prefetch_replay's outputs on ids): the same
+    events the histogram keeps, so a bin's share of depths >= A is its events' miss rate."""
+    dist, _, lk_at, lk_d, _, _, ev_ref, lk_y = rep
+    return depth_counts(ids, d_private, keep, distance_bin(dist), lk_at, lk_y, distance_bin(lk_d),
+                        ev_ref, starts, SET_COUNTS, CAP, FAR_LINES).astype(np.float64)
 
 
 # ---- the profile -------------------------------------------------------------------------------
