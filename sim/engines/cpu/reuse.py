@@ -24,6 +24,14 @@ hierarchy in vectorised NumPy:
   the windows of that distance (Histogram.run_private, run_shared: a product's B rows are read
   in any order, but the more of B a window holds the more its rows merge into long blocks that
   fill the sets evenly).
+- For an L2 whose set count is in SET_COUNTS (powers of two, 128-4096) with at most CAP ways the
+  binomial is not used: the replayed L2 stream also runs through one LRU stack per set
+  (depth_counts), and a bin's miss rate is the share of its events (of the row's kind: demand,
+  prefetch lookup, L1 hit) whose depth in their own set is the ways or more, exact for the
+  replayed stream. It sees what random placement cannot: B's rows a fixed stride apart put their
+  set offsets on a lattice and a register-chunk pass reads the same columns of every row, so
+  which of a line's set-mates are in the window is deterministic (docs/performance.md, "Ninth
+  pass").
 - Levels are treated as inclusive LRU stacks (an access that misses L2 also misses L1):
   miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). As in the exact simulator, an
   L1 hit does not touch L2 or L3 (no refresh there, no line pushed down).
