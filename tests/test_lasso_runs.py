@@ -140,3 +140,16 @@ def test_coarse_labels_are_cifar10s_two_super_classes(monkeypatch):
     with pytest.raises(ValueError, match="CIFAR-10"):
         _training_data(RunConfig("resnet20", 0.25, 10, dataset="digits", coarse=True),
                        load_workload("resnet20"))
+
+
+def test_temperature_and_natural_image_terms_act_on_natural_images_only():
+    """k_inf's pressure x e^(-nu X) (psl / PAPER_PSL)^(eta X): a natural-image run at 8x the
+    paper's per-sample lr prunes deeper than at 1x; nu keeps natural images at 1x above the
+    others; a run on other data (X = 0) sees neither term."""
+    k = KindFit(a=2.0, u_on=0.0, u_scale=1.0, nu=0.5, eta=1.0)
+    end = lambda **kw: float(k.keep(0.25, [1e9], **kw)[0])      # noqa: E731
+    base = KindFit(a=2.0, u_on=0.0, u_scale=1.0)
+    assert end(natural=1.0, temp=8.0) < end(natural=1.0, temp=1.0)
+    assert end(natural=1.0, temp=1.0) > end()
+    assert end(natural=0.0, temp=8.0) == end() == float(base.keep(0.25, [1e9])[0])
+    assert end(natural=1.0, temp=1.0) == pytest.approx(math.exp(-2.0 / 3.0 * math.exp(-0.5)))

@@ -358,3 +358,42 @@ def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
     macs = [apply_widths(w, model_trajectory(w, 0.2, 10, sched).widths_at(181)).macs() / w.macs()
             for w in (w10, w100)]
     assert macs[1] > macs[0]
+
+
+def test_predictions_are_at_the_papers_per_sample_lr():
+    """eta only corrects runs made at another per-sample lr: a CIFAR prediction (default_schedule,
+    the paper's lr per image) is the same for any eta, while the natural-image level nu moves
+    it (more channels kept for a larger nu)."""
+    import dataclasses
+    f = bundled_fit()
+    w = load_workload("resnet32")
+    sched = default_schedule("cifar10", 182, 128, 50_000)
+
+    def shifted(**d):
+        kinds = {k: dataclasses.replace(getattr(f, k), **{n: getattr(getattr(f, k), n) + v
+                                                          for n, v in d.items()})
+                 for k in ("plain", "residual")}
+        return dataclasses.replace(f, **kinds)
+
+    def macs(fit):
+        return apply_widths(w, model_trajectory(w, 0.2, 10, sched, fit).widths_at(181)).macs()
+    assert macs(shifted(eta=1.0)) == macs(f)
+    assert macs(shifted(nu=1.0)) > macs(f)
+
+
+def test_the_paper_per_sample_lr_keeps_more_on_cifar_and_the_fit_says_so():
+    """The same ResNet-20 CIFAR-10 run at the paper's per-sample lr (batch 512, lr 0.4) ends with
+    more channels than at 8x it (batch 32, lr 0.2; both at the paper's lr x steps): the fit's
+    temperature exponent is > 0 for both kinds, and the model with the run's own inputs orders
+    the two runs the same way."""
+    runs = {r.name: r for r in bundled_runs()}
+    tail = "-fixedb-aug2-flip-hefanout"
+    hot = runs["resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196" + tail]
+    cool = runs["resnet20-cifar10-16-rho0.25-i10-e182-b512-lr0.4-s98" + tail]
+    assert hot.temperature == pytest.approx(8.0) and cool.temperature == pytest.approx(1.0)
+    assert cool.keep_plain[-1] > 1.5 * hot.keep_plain[-1]
+    assert cool.keep_residual[-1] > hot.keep_residual[-1]
+    f = bundled_fit()
+    assert f.plain.eta > 0 and f.residual.eta > 0
+    for resid in (False, True):
+        assert f.keep_run(cool, resid)[-1] > f.keep_run(hot, resid)[-1]

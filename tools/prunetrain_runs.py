@@ -106,12 +106,16 @@ COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse
 # fixes the samples an epoch (lr x steps / (lr / batch)), so the two are confounded in LR_GRID's
 # pair. Three runs split them: 4x the paper's per-sample lr (batch 128, lr 0.4: 2x the samples of
 # the 8x runs), and 8x on a 6272-image subset of CIFAR-10 (one virtual epoch = one pass, so the
-# paper's 182 passes at 8x its per-sample lr), then 2x (batch 256, ~1 h on one core).
+# paper's 182 passes at 8x its per-sample lr); then the paper's own batch 128, lr 0.1 and 391
+# steps an epoch (its per-sample lr at a quarter of LR_GRID's batch: BN's batch statistics and
+# the gradient noise per step as in the paper; ~2 h on one core), and 2x (batch 256, ~1 h).
 PSL_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", subset=6272),
             RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 128}, init="he_fan_out"),
+            RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 128, "lr": 0.1,
+                                               "epoch_steps": 391}, init="he_fan_out"),
             RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 256}, init="he_fan_out")]
-GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID, "psl": PSL_GRID,
-         "coarse": COARSE_GRID}
+GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
+         "psl": PSL_GRID, "coarse": COARSE_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:
@@ -260,20 +264,21 @@ def main(argv=None) -> int:
 
 def report(directory: Path) -> int:
     import numpy as np
-    from sim.system.lasso_model import fit_runs, leave_one_out, read_run
+    from sim.system.lasso_model import fit_runs, leave_one_out, leave_paper_psl_out, read_run
     runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
-    print(f"{'run':64s} {'D':>6s} {'P':>6s} {'first zero':>10s} {'u':>6s}   final kept plain / residual")
+    print(f"{'run':64s} {'D':>6s} {'P':>6s} {'psl':>5s} {'first zero':>10s} {'u':>6s}   "
+          "final kept plain / residual")
     for r in runs:
         k = np.minimum(r.keep_plain, r.keep_residual)
         i = int(np.argmax(k < 1.0)) if (k < 1.0).any() else None
-        print(f"{r.name:64s} {r.difficulty:6.3f} {r.pressure:6.2f} "
+        print(f"{r.name:64s} {r.difficulty:6.3f} {r.pressure:6.2f} {r.temperature:5.2g} "
               f"{('-' if i is None else str(i)):>10s} "
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}"
               + ("" if r.fitted else f"   (not fitted: weight decay {r.weight_decay:g}"
                  + (", coarse labels)" if r.coarse else ")")))
     print("(D: training CE in the high-lr phase / ln classes, reported, not a model input; P = rho / "
-          "(1 - rho); first zero: "
+          "(1 - rho); psl: per-sample lr / the paper's 0.1 / 128; first zero: "
           "epoch; u: lasso dose, beta = 1, there)")
     f = fit_runs(runs)
     print(f"fit over {len(f.runs)} runs, RMS {f.rms:.3f}:")
@@ -281,6 +286,7 @@ def report(directory: Path) -> int:
         print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}, "
               f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
               f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
+              f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "
               f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
@@ -289,6 +295,12 @@ def report(directory: Path) -> int:
             print(f"leave {by}={row[by]:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final "
                   f"kept (plain) measured {row['final_measured']}, predicted "
                   f"{row['final_predicted']}")
+    row = leave_paper_psl_out(tuple(runs))
+    if row:
+        print(f"leave the natural-image runs at the paper's per-sample lr out ({row['runs']} "
+              f"runs): RMS {row['rms']:.3f}; final kept plain measured {row['final_measured']}, "
+              f"predicted {row['final_predicted']}; residual measured "
+              f"{row['final_measured_residual']}, predicted {row['final_predicted_residual']}")
     return 0
 
 if __name__ == "__main__":
