@@ -397,3 +397,15 @@ def test_the_paper_per_sample_lr_keeps_more_on_cifar_and_the_fit_says_so():
     assert f.plain.eta > 0 and f.residual.eta > 0
     for resid in (False, True):
         assert f.keep_run(cool, resid)[-1] > f.keep_run(hot, resid)[-1]
+
+
+@pytest.mark.slow   # one fit without the natural-image runs at the paper's per-sample lr
+def test_the_paper_per_sample_lr_runs_held_out():
+    """Fitted without the CIFAR-10 run(s) at the paper's per-sample lr, the model still keeps
+    more of them than of their 8x twin (the temperature term comes from the 4x / 8x runs alone)."""
+    from sim.system.lasso_model import leave_paper_psl_out
+    row = leave_paper_psl_out()
+    assert row and row["runs"] >= 1 and 0 <= row["rms"] < 0.5
+    hot = [r for r in bundled_runs() if r.natural and r.temperature == 8.0 and not r.coarse
+           and r.rho == 0.25 and r.init_scale > 1 and r.fitted]
+    assert hot and min(row["final_predicted"]) > hot[0].keep_plain[-1]
