@@ -738,8 +738,9 @@ def leave_paper_psl_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
     others: whether the temperature term learnt from the runs at 2-8x it carries to the
     paper's setting (None without such runs)."""
     runs = tuple(r for r in (runs or bundled_runs()) if r.fitted)
-    test = [r for r in runs if r.natural and r.temperature <= 1.0]
-    train = [r for r in runs if not (r.natural and r.temperature <= 1.0)]
+    out = [r.natural and r.temperature <= 1.0 for r in runs]
+    test = [r for r, o in zip(runs, out) if o]
+    train = [r for r, o in zip(runs, out) if not o]
     return {"names": [r.name for r in test], **held_out(train, test)} if test else None
 
 
