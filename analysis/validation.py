@@ -814,7 +814,8 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
 def rows_c(quick: bool = False) -> Iterator[Row]:
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
-    from sim.system.lasso_model import bundled_fit, leave_one_out
+    from sim.system.lasso_model import (bundled_fit, leave_one_out, leave_paper_decay_out,
+                                        leave_paper_psl_out)
     from sim.system.prunetrain import apply_widths, lasso_trajectory, simulate_run
     from sim.workload import load_workload
     dense_m = parse_method("dense")
@@ -832,6 +833,23 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                       note=f"RMS over all epochs and spaces {lor['rms']:.3f}; measured "
                            f"{lor['final_measured']}, predicted {lor['final_predicted']} (real "
                            "runs on digits, not a published number)")
+    if not quick:
+        for lo, what in ((leave_paper_psl_out, "the CIFAR-10 runs at the paper's per-sample lr "
+                          "(1x), fitted on the 2-8x runs"),
+                         (leave_paper_decay_out, "the CIFAR-10 run(s) at the paper's per-sample "
+                          "lr and the authors' decay 5e-4, decay term fitted on the 8x twins")):
+            row = lo()
+            if row is None:
+                continue
+            for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
+                yield Row("C", f"trajectory model, held out: {what}; final kept fraction "
+                          f"({kind})", float(statistics.mean(row["final_measured" + sfx])),
+                          float(statistics.mean(row["final_predicted" + sfx])), "fraction",
+                          "fit without these runs, predict them", status="input",
+                          note=f"RMS over all epochs {row['rms']:.3f}; runs {row['names']}; "
+                               f"measured {row['final_measured' + sfx]}, predicted "
+                               f"{row['final_predicted' + sfx]} (real runs, not a published "
+                               "number)")
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:
         w = _with_classes(load_workload(wl_name), classes)

@@ -26,7 +26,9 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     images only (X = 1, natural_images), multiplied by e^(-nu X) (psl / PAPER_PSL)^(eta X), psl
     the run's per-sample lr: the CIFAR-10 runs at 8x the paper's per-sample lr prune far deeper
     than the same run at the paper's, the digits runs do not; predictions are at the paper's
-    per-sample lr, where the temperature factor is 1)
+    per-sample lr, where the temperature factor is 1; and multiplied by (wd / 1e-4)^omega, wd
+    the SGD weight decay: the runs at the authors' CIFAR decay 5e-4 prune far deeper than their
+    1e-4 twins, and predictions use the authors' decay per data set, default_schedule)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
@@ -80,10 +82,19 @@ HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
-# The weight decay of the runs the model is fitted to. It has no weight-decay input: runs at
-# another decay (the authors' CIFAR 5e-4, `--grid wd` / `--grid cifar`) are bundled for
-# comparison with their 1e-4 twins (docs/system.md) and left out of the fit (RunData.fitted).
-FIT_WEIGHT_DECAY = 1e-4
+# The weight decay at which the decay term (wd / REF_WEIGHT_DECAY)^omega of k_inf's pressure is
+# 1: most bundled runs' decay, and the authors' ImageNet one. Why a decay acts on the lasso: with
+# BN after every conv the conv weights are scale-invariant, and SGD with decay settles their norm
+# where the gradient's growth balances the decay's shrinking, ||w||^4 ~ lr / wd (van Laarhoven
+# 2017; Wan et al. 2021, "spherical motion dynamics"): a larger decay gives smaller groups, which
+# the same lambda (set once at iteration 0) then drives to zero sooner and further. The
+# smaller norms both start the pruning sooner (the clock) and end it deeper (k_inf), so the decay
+# enters both: u x (wd / REF)^omega_clock and k_inf's pressure x (wd / REF)^omega, the exponents
+# fitted to the twin runs at 5e-4 (`--grid wd`, `--grid paper1x`); the norm argument alone would
+# give about 1/4 for the group norms.
+REF_WEIGHT_DECAY = 1e-4
+OMEGAS = (0.0, 0.25, 0.5, 1.0, 1.5)     # weight-decay exponents of the pressure tried
+CLOCK_OMEGAS = (0.0, 0.25, 0.5, 0.75, 1.0)   # ... and of the clock (only with such runs)
 DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 # Photographs of objects in scenes (backgrounds, pose, lighting): the data sets the paper prunes
 # on. The bundled runs on them (CIFAR-10) keep far more channels at the paper's per-sample lr than
@@ -135,6 +146,7 @@ class Schedule:
     decay_epochs: tuple[int, ...]     # lr x0.1 from each of these epochs on
     momentum: float = 0.9
     source: str = ""
+    weight_decay: float = REF_WEIGHT_DECAY
 
     def lr_at(self, epoch: int) -> float:
         return self.lr * 0.1 ** sum(epoch >= d for d in self.decay_epochs)
@@ -150,22 +162,31 @@ CIFAR_DECAYS = (90 / 182, 135 / 182)       # 0-based epochs 90 and 135 of 182
 IMAGENET_DECAYS = (40 / 90, 60 / 90, 80 / 90)
 
 
+# The authors' SGD weight decay: their ImageNet scripts pass 1e-4; their cifar.py defaults
+# `--weight-decay` to 5e-4 (its help text says 1e-4) and their CIFAR run-script does not set it.
+IMAGENET_WEIGHT_DECAY = 1e-4
+CIFAR_WEIGHT_DECAY = 5e-4
+
+
 def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
     """PruneTrain's schedules (the authors' configs; VALIDATION.md C: 182 CIFAR epochs at batch
     128, 90 ImageNet epochs at 256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly
     with the global batch, x0.1 from (1-based) epochs 91 and 136 of 182 (CIFAR) or 41, 61 and 81
-    of 90 (ImageNet), scaled with the number of epochs."""
+    of 90 (ImageNet), scaled with the number of epochs; weight decay 5e-4 (CIFAR) / 1e-4
+    (ImageNet), the authors' scripts' (any other data set: the CIFAR schedule)."""
     if dataset == "imagenet":
         lr = 0.1 * global_batch / 256
         dec = tuple(round(f * epochs) for f in IMAGENET_DECAYS)
+        wd = IMAGENET_WEIGHT_DECAY
         src = ("ImageNet: lr 0.1 per 256, x0.1 from epochs 41 / 61 / 81 of 90 (the authors' "
-               "imagenet_resnet50.yaml)")
+               "imagenet_resnet50.yaml), weight decay 1e-4")
     else:
         lr = 0.1 * global_batch / 128
         dec = tuple(round(f * epochs) for f in CIFAR_DECAYS)
+        wd = CIFAR_WEIGHT_DECAY
         src = ("CIFAR: lr 0.1 per 128, x0.1 from epochs 91 / 136 of 182 (the authors' "
-               "cifar_*.yaml)")
-    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src)
+               "cifar_*.yaml), weight decay 5e-4 (their cifar.py default)")
+    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src, wd)
 
 
 # The conv init the model assumes for the networks it predicts: the PruneTrain authors' CIFAR
@@ -259,7 +280,7 @@ class RunData:
     has_residual: bool = True     # the network has residual nodes (VGG has none)
     plain_spaces: SpaceData | None = None     # per-space kept fractions (the tilt's data)
     residual_spaces: SpaceData | None = None
-    weight_decay: float = 1e-4    # the run's SGD weight decay (the model has no input for it)
+    weight_decay: float = REF_WEIGHT_DECAY    # the run's SGD weight decay
     coarse: bool = False          # CIFAR-10's labels merged into 2 super-classes (lasso_runs)
     classes: int = 10             # distinct labels the run was trained on
     dataset: str = "digits"
@@ -274,9 +295,9 @@ class RunData:
         return self.lr / self.batch / PAPER_PSL
 
     @property
-    def fitted(self) -> bool:
-        """The model has inputs for this run's setting (the fitted weight decay)."""
-        return self.weight_decay == FIT_WEIGHT_DECAY
+    def decay(self) -> float:
+        """The run's weight decay over REF_WEIGHT_DECAY."""
+        return self.weight_decay / REF_WEIGHT_DECAY
 
     @property
     def task(self) -> float:
@@ -484,13 +505,16 @@ class KindFit:
     tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
     nu: float = 0.0        # natural images (natural_images): pressure x e^-nu
     eta: float = 0.0       # ... and x (per-sample lr / PAPER_PSL)^eta
+    omega: float = 0.0     # ... and x (weight decay / REF_WEIGHT_DECAY)^omega
+    omega_clock: float = 0.0   # the clock u x (weight decay / REF_WEIGHT_DECAY)^omega_clock
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
-             natural: float = 0.0, temp: float = 1.0) -> np.ndarray:
+             natural: float = 0.0, temp: float = 1.0, decay: float = 1.0) -> np.ndarray:
         k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta
                          * task ** -self.kappa * math.exp(-self.nu * natural)
-                         * temp ** (self.eta * natural))
-        x = np.maximum(0.0, np.asarray(u, dtype=float) - self.u_on) / self.u_scale
+                         * temp ** (self.eta * natural) * decay ** self.omega)
+        u = np.asarray(u, dtype=float) * decay ** self.omega_clock
+        x = np.maximum(0.0, u - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
 
@@ -507,20 +531,21 @@ class Fit:
 
     def keep(self, rho: float, u_by_beta, residual: bool, high=False,
              scale: float = 1.0, task: float = 1.0, natural: float = 0.0,
-             temp: float = 1.0) -> np.ndarray:
+             temp: float = 1.0, decay: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
         clock values themselves. high: the schedule's lr is still at its maximum. scale: the
         init's R0 over PyTorch's default's (init_scale). task: task_information(classes).
-        natural: natural_images(dataset). temp: per-sample lr over PAPER_PSL."""
+        natural: natural_images(dataset). temp: per-sample lr over PAPER_PSL. decay: weight
+        decay over REF_WEIGHT_DECAY."""
         k = self.kind(residual)
         u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
-        return k.keep(rho, u, high, scale, task, natural, temp)
+        return k.keep(rho, u, high, scale, task, natural, temp, decay)
 
     def keep_run(self, r: "RunData", residual: bool) -> np.ndarray:
         """The model's kept fraction at every epoch of a run, with the run's own inputs."""
         return self.keep(r.rho, r.u, residual, _hi(r), r.init_scale, r.task, r.natural,
-                         r.temperature)
+                         r.temperature, r.decay)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -546,35 +571,38 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
     return best
 
 
-def _refine_inputs(u, y, hi, best, shape, columns, grids):
-    """The best (kappa, nu, eta) of `grids` with the clock's (u_on, u_scale, h) of `best` held
-    and a by 1-D search: these terms scale k_inf's pressure alone and only a few runs inform
+def _input_factor(columns, k, nu, eta, omega):
+    """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec)."""
+    tt, nat, tmp, dec = columns
+    return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega
+
+
+def _refine_inputs(u, y, hi, best, shape, base, columns, grids):
+    """The best (kappa, nu, eta, omega) of `grids` with the clock's (u_on, u_scale, h) of `best`
+    held and a by 1-D search: these terms scale k_inf's pressure alone and only a few runs inform
     them, so they are searched on the level (cheap: one clock row) and the clock refitted after."""
+    import itertools
     _, a, on, sc, h = best
     e = np.exp(-(np.maximum(0.0, u - on) / sc) ** shape)
     e = (e + h * hi * (1 - e))[None, :]
-    base, tt, nat, tmp = columns
     a_grid = a * np.geomspace(0.2, 5.0, 61)
     out = None
-    for k in grids[0]:
-        for nu in grids[1]:
-            for eta in grids[2]:
-                rr = base * tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat)
-                sse = float(_grid_sse(rr, e, y, a_grid).min())
-                if out is None or sse < out[0] - 1e-12:
-                    out = (sse, k, nu, eta)
+    for terms in itertools.product(*grids):
+        sse = float(_grid_sse(base * _input_factor(columns, *terms), e, y, a_grid).min())
+        if out is None or sse < out[0] - 1e-12:
+            out = (sse, *terms)
     return out[1:]
 
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
               pp: np.ndarray, ss: np.ndarray, tt: np.ndarray, nat: np.ndarray,
-              tmp: np.ndarray) -> KindFit:
+              tmp: np.ndarray, dec: np.ndarray) -> KindFit:
     """The grids of beta, shape and gamma with the input terms off, then delta (only when some
     run has another init) searched with the best (beta, shape, gamma): a full grid over it too
     would cost 4x the fit, for a parameter that only a few paired runs inform. Then, jointly,
-    kappa (only when some run has another label count), nu (natural images) and eta (natural
-    images at another per-sample lr) on the level with the clock held (_refine_inputs), and the
-    clock refitted at the best; twice."""
+    kappa (only when some run has another label count), nu (natural images), eta (natural
+    images at another per-sample lr) and omega (another weight decay) on the level with the clock
+    held (_refine_inputs), and the clock refitted at the best; twice."""
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
 
@@ -605,31 +633,45 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
             best = search(u, float(u.max()), pp ** gamma * ss ** -delta, shape)
             if best[0] < out[0][0] - 1e-12:
                 out = (best, beta, shape, gamma, delta)
-    terms = (0.0, 0.0, 0.0)
+    # the decay's clock exponent, like delta with the best (beta, shape, gamma, delta) held; the
+    # decay's pressure exponent is searched on the level below
+    clock = 0.0
+    if (dec != 1.0).any():
+        _, beta, shape, gamma, delta = out
+        u = np.concatenate([r.u(beta) for r in runs])
+        for oc in CLOCK_OMEGAS[1:]:
+            # the grids keep the unscaled clock's range: the scaled runs are few
+            best = search(u * dec ** oc, float(u.max()), pp ** gamma * ss ** -delta, shape)
+            if best[0] < out[0][0] - 1e-12:
+                out, clock = (best, beta, shape, gamma, delta), oc
+    terms = (0.0, 0.0, 0.0, 0.0)
     grids = (KAPPAS if (tt != 1.0).any() else (0.0,), NUS if nat.any() else (0.0,),
-             ETAS if ((tmp != 1.0) & (nat > 0)).any() else (0.0,))
+             ETAS if ((tmp != 1.0) & (nat > 0)).any() else (0.0,),
+             OMEGAS if (dec != 1.0).any() else (0.0,))
     if any(len(g) > 1 for g in grids):
         _, beta, shape, gamma, delta = out
         u = np.concatenate([r.u(beta) for r in runs])
+        umax, u = float(u.max()), u * dec ** clock
         base = pp ** gamma * ss ** -delta
+        columns = (tt, nat, tmp, dec)
         for _ in range(2):
-            k, nu, eta = _refine_inputs(u, y, hi, out[0], shape, (base, tt, nat, tmp), grids)
-            best = search(u, float(u.max()), base * tt ** -k * np.exp(-nu * nat)
-                          * tmp ** (eta * nat), shape)
+            found = _refine_inputs(u, y, hi, out[0], shape, base, columns, grids)
+            best = search(u, umax, base * _input_factor(columns, *found), shape)
             if best[0] < out[0][0] - 1e-12:
-                out, terms = (best, beta, shape, gamma, delta), (k, nu, eta)
+                out, terms = (best, beta, shape, gamma, delta), found
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
-                   nu=terms[1], eta=terms[2])
+                   nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock)
 
 
 def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, ...]:
     """Per epoch of every run: the high-lr flag, the pressure P, the init scale, the task's
-    information T, natural images X and the per-sample lr over the paper's."""
+    information T, natural images X, the per-sample lr over the paper's and the weight decay
+    over REF_WEIGHT_DECAY."""
     col = lambda f: np.concatenate([np.full(len(r.lrsteps), f(r)) for r in runs])  # noqa: E731
     return (np.concatenate([_hi(r).astype(float) for r in runs]),
             col(lambda r: r.pressure), col(lambda r: r.init_scale), col(lambda r: r.task),
-            col(lambda r: r.natural), col(lambda r: r.temperature))
+            col(lambda r: r.natural), col(lambda r: r.temperature), col(lambda r: r.decay))
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
@@ -638,10 +680,9 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     (GAMMAS), the hovering share (HOVERS) and (u_on, u_scale) on grids, a by 1-D search; then a
     finer grid around the best; then (spread) how each kind's mean spreads over its spaces
     (fit_spread). Plain NumPy: `prunesim train` needs no SciPy."""
-    runs = tuple(r for r in runs if r.fitted)
+    runs = tuple(runs)
     if not runs:
-        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to "
-                          f"(weight decay {FIT_WEIGHT_DECAY:g})")
+        raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
     plain = _fit_kind(runs, np.concatenate([r.keep_plain for r in runs]), *_columns(runs))
     # a network without residual nodes (VGG) says nothing about them: its "residual keep" would
     # be a constant 1 the fit had to explain
@@ -723,7 +764,7 @@ def held_out(train: list[RunData], test: list[RunData]) -> dict:
 def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> list[dict]:
     """For every value of `by` (rho, or noise: the data's difficulty): fit without its runs,
     predict them (held_out)."""
-    runs = tuple(r for r in (runs or bundled_runs()) if r.fitted)
+    runs = tuple(runs or bundled_runs())
     out = []
     for v in sorted({getattr(r, by) for r in runs}):
         test = [r for r in runs if getattr(r, by) == v]
@@ -733,15 +774,28 @@ def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> l
     return out
 
 
+def leave_out(held, runs: tuple[RunData, ...] | None = None) -> dict | None:
+    """The runs for which `held(run)` is true, predicted by a fit to the others (held_out, with
+    the held-out runs' names); None without such runs."""
+    runs = tuple(runs or bundled_runs())
+    out = [bool(held(r)) for r in runs]
+    test = [r for r, o in zip(runs, out) if o]
+    train = [r for r, o in zip(runs, out) if not o]
+    return {"names": [r.name for r in test], **held_out(train, test)} if test else None
+
+
 def leave_paper_psl_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
     """The natural-image runs at (or below) the paper's per-sample lr, predicted by a fit to the
     others: whether the temperature term learnt from the runs at 2-8x it carries to the
     paper's setting (None without such runs)."""
-    runs = tuple(r for r in (runs or bundled_runs()) if r.fitted)
-    out = [r.natural and r.temperature <= 1.0 for r in runs]
-    test = [r for r, o in zip(runs, out) if o]
-    train = [r for r, o in zip(runs, out) if not o]
-    return {"names": [r.name for r in test], **held_out(train, test)} if test else None
+    return leave_out(lambda r: r.natural and r.temperature <= 1.0, runs)
+
+
+def leave_paper_decay_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
+    """The natural-image runs at the paper's per-sample lr and another weight decay than
+    REF_WEIGHT_DECAY, predicted by a fit to the others: whether the decay term learnt from the
+    twins at 8x the per-sample lr carries to the paper's setting (None without such runs)."""
+    return leave_out(lambda r: r.natural and r.temperature <= 1.0 and r.decay != 1.0, runs)
 
 
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
@@ -764,6 +818,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     task = task_information(DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out))
     # the schedule is the paper's (default_schedule: its per-sample lr), so the temperature is 1
     natural = natural_images(workload.dataset)
+    decay = sched.weight_decay / REF_WEIGHT_DECAY
     pts = [(0, ())]
     kinds = []
     for ss, resid in ((plain, False), (res, True)):
@@ -778,7 +833,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         high = sched.lr_at(e - 1) >= sched.lr
         for ss, kf, c, score in kinds:
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
-                                                             task, natural))))
+                                                             task, natural, decay=decay))))
             for s, ks in zip(ss, spread_keep(k, c, score)[0]):
                 width[s] = max(1, round(chans[s] * float(ks)))
         pts.append((e, layer_widths(workload, chans, width)))
