@@ -577,21 +577,29 @@ def _input_factor(columns, k, nu, eta, omega):
     return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega
 
 
-def _refine_inputs(u, y, hi, best, shape, base, columns, grids):
-    """The best (kappa, nu, eta, omega) of `grids` with the clock's (u_on, u_scale, h) of `best`
-    held and a by 1-D search: these terms scale k_inf's pressure alone and only a few runs inform
-    them, so they are searched on the level (cheap: one clock row) and the clock refitted after."""
+def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
+    """Better (kappa, nu, eta, omega) from `start` on `grids`, with the clock's (u_on, u_scale, h)
+    of `best` held and a by 1-D search: these terms scale k_inf's pressure alone and only a few
+    runs inform them, so they are searched on the level (cheap: one clock row) and the clock
+    refitted after. (kappa, nu, eta) jointly with omega held, then omega with them held: the
+    joint grid over all four would cost len(OMEGAS) times as much."""
     import itertools
     _, a, on, sc, h = best
     e = np.exp(-(np.maximum(0.0, u - on) / sc) ** shape)
     e = (e + h * hi * (1 - e))[None, :]
     a_grid = a * np.geomspace(0.2, 5.0, 61)
-    out = None
-    for terms in itertools.product(*grids):
-        sse = float(_grid_sse(base * _input_factor(columns, *terms), e, y, a_grid).min())
-        if out is None or sse < out[0] - 1e-12:
-            out = (sse, *terms)
-    return out[1:]
+    terms = tuple(start)
+    for free in ((0, 1, 2), (3,)):
+        out = None
+        for vals in itertools.product(*(grids[i] for i in free)):
+            t = list(terms)
+            for i, v in zip(free, vals):
+                t[i] = v
+            sse = float(_grid_sse(base * _input_factor(columns, *t), e, y, a_grid).min())
+            if out is None or sse < out[0] - 1e-12:
+                out = (sse, tuple(t))
+        terms = out[1]
+    return terms
 
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
@@ -654,8 +662,9 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
         umax, u = float(u.max()), u * dec ** clock
         base = pp ** gamma * ss ** -delta
         columns = (tt, nat, tmp, dec)
+        found = terms
         for _ in range(2):
-            found = _refine_inputs(u, y, hi, out[0], shape, base, columns, grids)
+            found = _refine_inputs(u, y, hi, out[0], shape, base, columns, grids, found)
             best = search(u, umax, base * _input_factor(columns, *found), shape)
             if best[0] < out[0][0] - 1e-12:
                 out, terms = (best, beta, shape, gamma, delta), found

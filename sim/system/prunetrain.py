@@ -67,18 +67,24 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
 
 def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
                      global_batch: int, samples: int | None = None,
-                     depth: float = 1.0) -> Trajectory:
+                     depth: float = 1.0, weight_decay: float | None = None) -> Trajectory:
     """The default PruneTrain trajectory: the lasso-dose model (sim.system.lasso_model) fitted to
     the bundled real runs, with rho and the dataset's schedule as inputs (depth: see
-    lasso_model.model_trajectory; 1 is the model)."""
+    lasso_model.model_trajectory; 1 is the model; weight_decay: the SGD decay, default the
+    authors' for the data set, lasso_model.default_schedule)."""
     from sim.system.lasso_model import default_schedule, model_trajectory
     ds = workload.dataset or ""
     samples = samples or DATASET_SAMPLES.get(ds)
     if samples is None:
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
                           f"{ds!r} (known: {', '.join(DATASET_SAMPLES)})")
-    return model_trajectory(workload, rho, interval,
-                            default_schedule(ds, epochs, global_batch, samples), depth=depth)
+    sched = default_schedule(ds, epochs, global_batch, samples)
+    if weight_decay is not None:
+        if not (math.isfinite(weight_decay) and weight_decay > 0):
+            raise ConfigError(None, "weight_decay", f"must be a finite number > 0, got "
+                              f"{weight_decay}")
+        sched = replace(sched, weight_decay=weight_decay)
+    return model_trajectory(workload, rho, interval, sched, depth=depth)
 
 
 def parse_model_spec(text: str) -> dict[str, float]:
