@@ -27,8 +27,9 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     the run's per-sample lr: the CIFAR-10 runs at 8x the paper's per-sample lr prune far deeper
     than the same run at the paper's, the digits runs do not; predictions are at the paper's
     per-sample lr, where the temperature factor is 1; and multiplied by (wd / 1e-4)^omega, wd
-    the SGD weight decay: the runs at the authors' CIFAR decay 5e-4 prune far deeper than their
-    1e-4 twins, and predictions use the authors' decay per data set, default_schedule)
+    the SGD weight decay, which also speeds the clock, u x (wd / 1e-4)^omega_clock: the runs at
+    the authors' CIFAR decay 5e-4 prune far sooner and deeper than their 1e-4 twins, and
+    predictions use the authors' decay per data set, default_schedule)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
