@@ -817,11 +817,10 @@ def _c_held_out_rows() -> Iterator[Row]:
     the 1x runs, leave_paper_psl_out, is in `tools/prunetrain_runs.py --report`: one refit more
     here would add minutes to every validation)."""
     from sim.system.lasso_model import leave_paper_decay_out
-    for lo, what in ((leave_paper_decay_out, "the CIFAR-10 run(s) at the paper's per-sample lr "
-                      "and the authors' decay 5e-4, decay terms fitted on the 8x twins"),):
-        row = lo()
-        if row is None:
-            continue
+    what = ("the CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay 5e-4, decay "
+            "terms fitted on the 8x twins")
+    row = leave_paper_decay_out()
+    if row is not None:
         for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
             yield Row("C", f"trajectory model, held out: {what}; last kept fraction ({kind})",
                       float(statistics.mean(row["final_measured" + sfx])),

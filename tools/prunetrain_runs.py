@@ -9,7 +9,7 @@
     python tools/prunetrain_runs.py --grid wd      # the CPU CIFAR-10 run at the authors' weight decay
     python tools/prunetrain_runs.py --grid lr      # CPU CIFAR-10 at the paper's per-sample lr (hours)
     python tools/prunetrain_runs.py --grid psl     # per-sample lr vs passes over the data (CPU, ~2 h)
-    python tools/prunetrain_runs.py --grid paper1x # the paper's setting at rho 0.1 / at wd 5e-4 (CPU, ~2 h each)
+    python tools/prunetrain_runs.py --grid paper1x # the paper's setting at rho 0.1 / at wd 5e-4 (CPU, 2-5 h each)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -115,16 +115,16 @@ PSL_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", subset=62
             RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 128, "lr": 0.1,
                                                "epoch_steps": 391}, init="he_fan_out"),
             RunConfig("resnet20", 0.25, 10, **{**_C16P, "batch": 256}, init="he_fan_out")]
-# Twins of the paper's own setting (PSL_GRID's batch 128, lr 0.1, 391 steps an epoch; ~2 h on one
-# core, where batch 512 takes ~3x as long per image on a CPU): at rho 0.1 (every other CIFAR-10
+# Twins of the paper's own setting (PSL_GRID's batch 128, lr 0.1, 391 steps an epoch; 39-100 s an
+# epoch on one core of the machines seen, 2-5 h a run, where batch 512 takes ~3x as long per
+# image on a CPU): at rho 0.1 (every other CIFAR-10
 # rho comparison is at 8x, so the model's rho slope on natural images came from 8x runs alone),
 # and at the authors' CIFAR weight decay 5e-4.
 _C16PAPER = dict(_C16P, batch=128, lr=0.1, epoch_steps=391)
 PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
                 RunConfig("resnet20", 0.25, 10, **_C16PAPER, init="he_fan_out", weight_decay=5e-4)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
-         "psl": PSL_GRID, "coarse": COARSE_GRID,
-         "paper1x": PAPER1X_GRID}
+         "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:
@@ -296,7 +296,7 @@ def report(directory: Path) -> int:
               f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
               f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
               f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "
-              f"weight-decay exponent omega {k.omega:g}, "
+              f"weight-decay exponents omega {k.omega:g} (level) / {k.omega_clock:g} (clock), "
               f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
