@@ -834,9 +834,9 @@ def _c_held_out_rows() -> Iterator[Row]:
 def _c_decay_note(w, rho, interval, epochs, batch, classes) -> str:
     """The authors' CIFAR decay (5e-4) is a model input: the same row's training FLOPs at the
     1e-4 of most runs show how much of the miss rides on it ("" where the decay is 1e-4)."""
-    from sim.system.lasso_model import REF_WEIGHT_DECAY, default_schedule
+    from sim.system.lasso_model import REF_WEIGHT_DECAY, authors_weight_decay
     from sim.system.prunetrain import lasso_trajectory
-    wd = default_schedule(w.dataset or "", epochs, 1, 1).weight_decay
+    wd = authors_weight_decay(w.dataset or "")
     if wd == REF_WEIGHT_DECAY:
         return ""
     alt = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1),

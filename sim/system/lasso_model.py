@@ -169,6 +169,11 @@ IMAGENET_WEIGHT_DECAY = 1e-4
 CIFAR_WEIGHT_DECAY = 5e-4
 
 
+def authors_weight_decay(dataset: str) -> float:
+    """The authors' SGD weight decay for a data set (any other than ImageNet: CIFAR's)."""
+    return IMAGENET_WEIGHT_DECAY if dataset == "imagenet" else CIFAR_WEIGHT_DECAY
+
+
 def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
     """PruneTrain's schedules (the authors' configs; VALIDATION.md C: 182 CIFAR epochs at batch
     128, 90 ImageNet epochs at 256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly
@@ -178,16 +183,14 @@ def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int)
     if dataset == "imagenet":
         lr = 0.1 * global_batch / 256
         dec = tuple(round(f * epochs) for f in IMAGENET_DECAYS)
-        wd = IMAGENET_WEIGHT_DECAY
         src = ("ImageNet: lr 0.1 per 256, x0.1 from epochs 41 / 61 / 81 of 90 (the authors' "
                "imagenet_resnet50.yaml), weight decay 1e-4")
     else:
         lr = 0.1 * global_batch / 128
         dec = tuple(round(f * epochs) for f in CIFAR_DECAYS)
-        wd = CIFAR_WEIGHT_DECAY
         src = ("CIFAR: lr 0.1 per 128, x0.1 from epochs 91 / 136 of 182 (the authors' "
                "cifar_*.yaml), weight decay 5e-4 (their cifar.py default)")
-    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src, wd)
+    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src, authors_weight_decay(dataset))
 
 
 # The conv init the model assumes for the networks it predicts: the PruneTrain authors' CIFAR
