@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -515,8 +516,8 @@ class KindFit:
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
              natural: float = 0.0, temp: float = 1.0, decay: float = 1.0) -> np.ndarray:
         k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta
-                         * task ** -self.kappa * math.exp(-self.nu * natural)
-                         * temp ** (self.eta * natural) * decay ** self.omega)
+                         * float(_input_factor((task, natural, temp, decay), self.kappa,
+                                               self.nu, self.eta, self.omega)))
         u = np.asarray(u, dtype=float) * decay ** self.omega_clock
         x = np.maximum(0.0, u - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
@@ -576,7 +577,8 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
 
 
 def _input_factor(columns, k, nu, eta, omega):
-    """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec)."""
+    """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec;
+    arrays in the fit, numbers in a prediction: one formula for both)."""
     tt, nat, tmp, dec = columns
     return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega
 
@@ -587,7 +589,6 @@ def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
     runs inform them, so they are searched on the level (cheap: one clock row) and the clock
     refitted after. (kappa, nu, eta) jointly with omega held, then omega with them held: the
     joint grid over all four would cost len(OMEGAS) times as much."""
-    import itertools
     _, a, on, sc, h = best
     e = np.exp(-(np.maximum(0.0, u - on) / sc) ** shape)
     e = (e + h * hi * (1 - e))[None, :]
