@@ -444,7 +444,7 @@ def comm_runs(workload: str, cluster: str, gpus: int | None = None, epochs: int 
     for m in _uniq(["dense", *methods]):
         spec = parse_method(m)
         traj = lasso_trajectory(w, spec.get("rho"), spec.get("interval"), epochs,
-                                batch * cl.devices, samples) \
+                                batch * cl.devices, samples, weight_decay=spec.get("wd")) \
             if method_info(spec).is_channel_plan else None
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
                            samples=samples)

@@ -147,7 +147,7 @@ class Combined:
                                       "no default, so the PruneTrain trajectory cannot be placed")
             traj = lasso_trajectory(trace.workload, self.plan.get("rho"),
                                     self.plan.get("interval"), int(v["epochs"]), trace.batch,
-                                    int(v["samples"]))
+                                    int(v["samples"]), weight_decay=self.plan.get("wd"))
         self._cache[key] = traj
         return traj
 
@@ -193,9 +193,9 @@ def parse_column(text: str, trajectory: str | None = None, epochs: int | None = 
         return specs[0]
     other = next((s for s in specs if s is not plan), None)
     if trajectory not in (None, "model"):
-        if set(plan.given) & {"rho", "interval"}:
-            raise ValueError("a trajectory file fixes the channels and their epochs: rho and "
-                             "interval change nothing, leave them out")
+        if set(plan.given) & {"rho", "interval", "wd"}:
+            raise ValueError("a trajectory file fixes the channels and their epochs: rho, "
+                             "interval and wd change nothing, leave them out")
         if epochs or samples:
             raise ValueError("a trajectory file fixes the channels and their epochs: the "
                              "training's epochs and size change nothing")

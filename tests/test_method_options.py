@@ -15,7 +15,7 @@ from sim.methods import PARAMS, parse_method
 # a second value for every parameter (each differs from its default)
 ALT = {"p": "0.9", "sigma": "unbiased", "keep": "0.2", "schedule": "2", "k": "3", "nm": "1:4",
        "rescale": "channel", "rho": "0.3", "interval": "4", "fc": "prune", "fused": "true",
-       "layers": "ffn", "search": "exhaustive"}
+       "layers": "ffn", "search": "exhaustive", "wd": "0.001"}
 TRACE = "traces/sample-resnet20-mnist5k"
 
 
@@ -106,8 +106,8 @@ def _replay_combined(spec, capsys):
     kw = {"iteration": 600}
     if mid == "prunetrain":
         given = dict(o.split("=") for o in opts.split(",") if o)
-        combo = "prunetrain:" + ",".join(f"{k}={given.get(k, v)}" for k, v in
-                                         (("rho", "0.7"), ("interval", "3"))) + "+sdgp-mag"
+        combo = "prunetrain:" + ",".join(f"{k}={v}" for k, v in
+                                         {"rho": "0.7", "interval": "3", **given}.items()) + "+sdgp-mag"
         kw.update(train_samples=200_000, iteration=None)  # every epoch: where the widths change
     else:
         combo = f"prunetrain+{spec}"

@@ -81,6 +81,32 @@ def test_train_rho_changes_flops_batch_and_comm(capsys):
     assert out["0.25"]["comm_bytes"] < out["0.2"]["comm_bytes"]
 
 
+def test_train_wd_is_the_decay_of_the_trajectory(capsys):
+    """prunetrain:wd sets the SGD weight decay the lasso model reads (default: the data set's,
+    5e-4 on CIFAR): a smaller decay prunes less, so training costs more FLOPs and bytes; the
+    default equals giving the authors' decay, and the label leaves the default out."""
+    from sim.cli import main
+    out = {}
+    for spec in ("prunetrain:rho=0.25", "prunetrain:rho=0.25,wd=5e-4", "prunetrain:rho=0.25,wd=1e-4"):
+        assert main(["train", "--workload", "resnet20", "--cluster", "prunetrain-v100-128",
+                     "--gpus", "16", "--epochs", "40", "--method", spec, "--json"]) == 0
+        out[spec] = json.loads(capsys.readouterr().out)["method"]
+    default, same, small = out.values()
+    assert default["flops"] == same["flops"] and default["comm_bytes"] == same["comm_bytes"]
+    assert small["flops"] > default["flops"] and small["comm_bytes"] > default["comm_bytes"]
+    assert "wd" not in default["method"] and "wd=0.0001" in small["method"]
+    assert "1e-4 (given)" in small["trajectory"] or "0.0001 (given)" in small["trajectory"]
+
+
+@pytest.mark.parametrize("wd", ["0", "-1e-4", "0.5", "nan", "abc"])
+def test_train_refuses_a_bad_wd_in_one_line(wd, capsys):
+    from sim.cli import main
+    rc = main(["train", "--workload", "resnet20", "--cluster", "gtx1080ti-11gb", "--epochs", "2",
+               "--method", f"prunetrain:wd={wd}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "wd" in err[0], err
+
+
 def test_trajectory_file_with_rho_is_refused(tmp_path, capsys):
     from sim.cli import main
     f = tmp_path / "t.yaml"
@@ -89,6 +115,10 @@ def test_trajectory_file_with_rho_is_refused(tmp_path, capsys):
                "--method", "prunetrain:rho=0.3", "--trajectory", str(f)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "rho" in err[0]
+    rc = main(["train", "--workload", "resnet20", "--cluster", "gtx1080ti-11gb", "--epochs", "2",
+               "--method", "prunetrain:wd=1e-4", "--trajectory", str(f)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "wd" in err[0]
 
 
 def test_bundled_run_files_load_as_trajectories():

@@ -151,7 +151,8 @@ def _provenance(wl: Workload, lp: _Loop, ds, spec, grad_transform, *, seed, thre
         "seed": seed,
         "training": {"device": "cpu", "threads": threads, "deterministic_algorithms": True,
                      "optimizer": "SGD", "lr": lp.lr, "momentum": MOMENTUM,
-                     "weight_decay": WEIGHT_DECAY, "lr_schedule": "cosine per iteration",
+                     "weight_decay": lp.opt.param_groups[0]["weight_decay"],
+                     "lr_schedule": "cosine per iteration",
                      "loss": "cross-entropy (batch mean)", "batch": lp.batch, "epochs": epochs,
                      "iterations_per_epoch": lp.per_epoch, "drop_last": True,
                      "max_iterations": lp.max_iterations, "total_iterations": lp.total,
@@ -281,8 +282,8 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                       progress: Callable[[str], None] | None = print,
                       record_every: float | None = None,
                       train_samples: int | None = None) -> dict[str, Any]:
-    """Train `workload` on `dataset` with SGD (momentum 0.9, weight decay 5e-4, cosine learning
-    rate), recording every `every`-th iteration into the trace directory `out`.
+    """Train `workload` on `dataset` with SGD (momentum 0.9, weight decay 5e-4 or prunetrain's
+    `wd`, cosine learning rate), recording every `every`-th iteration into the trace directory `out`.
 
     `method` (a spec such as ``dbtd:p=0.9`` or ``prunetrain:rho=0.2,interval=2``; see
     docs/methods.md) trains with that method installed (sim/capture/methods.py); the log's method
@@ -331,7 +332,9 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
         if spec is not None and method_info(spec).is_channel_plan:
             pt = PruneTrain(wl, rho=spec.get("rho"), interval=spec.get("interval"), batch=batch,
                             max_batch=n_train)
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+        # prunetrain's wd is the run's decay (the lasso model's input); otherwise capture's own
+        wd = spec.get("wd") if pt is not None and spec.get("wd") is not None else WEIGHT_DECAY
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=wd)
         lp = _Loop(model, opt, None, run, pt, lr, batch, per_epoch, max_iterations,
                    per_epoch * epochs, cur_batch=batch)
         lp.sched = torch.optim.lr_scheduler.LambdaLR(opt, lp.cosine) if pt is None else None

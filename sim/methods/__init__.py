@@ -6,6 +6,7 @@ function of (spec, layer, tensor, random key, schedule position) returning a Met
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -61,6 +62,14 @@ def _bool(v: str) -> bool:
     return v == "true"
 
 
+def _weight_decay(v: str) -> float:
+    x = float(v)
+    # SGD weight decay per step, a coefficient (no unit); CNN training uses 1e-5..1e-3
+    if not (math.isfinite(x) and 0 < x <= 0.01):
+        raise ValueError("must be an SGD weight decay in (0, 0.01], e.g. 5e-4")
+    return x
+
+
 def _schedule(v: str) -> int:
     x = int(v)
     if x not in (1, 2, 3):
@@ -92,7 +101,9 @@ PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "sdgp-mag": {"nm": (_nm, "2:4"), **_FUSED, **_LAYERS},
     "sdgp-resmag": {"nm": (_nm, "2:4"), "rescale": (_choice("sample-channel", "channel"),
                                                     "sample-channel"), **_FUSED, **_LAYERS},
-    "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10)},
+    # wd: the training's SGD weight decay (None: the authors' for the data set, 5e-4 on CIFAR,
+    # 1e-4 on ImageNet; sim.system.lasso_model.authors_weight_decay), an input of the lasso model
+    "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10), "wd": (_weight_decay, None)},
     # weight-side 2:4 (sim/methods/weight24.py): FWD only, and transposable masks (FWD + AGBP)
     "w24": dict(_LAYERS),
     "w24t": {**_LAYERS, "search": (_choice("greedy", "exhaustive"), "greedy")},
@@ -101,10 +112,10 @@ METHOD_IDS = tuple(PARAMS)
 # (param, value) pairs left out of a label: a later-added option at the default that keeps the
 # behaviour the label always named (DBTD / top-k leave FC layers dense; methods run as a separate
 # pass unless fused=true)
-QUIET_DEFAULTS = {("fc", "dense"), ("fused", False), ("layers", "all")}
+QUIET_DEFAULTS = {("fc", "dense"), ("fused", False), ("layers", "all"), ("wd", None)}
 # (param, value) pairs left out of MethodSpec.params altogether: stored records key on the params
 # (method_params), so points computed before fused existed keep their keys
-OMITTED_DEFAULTS = {("fused", False), ("layers", "all")}
+OMITTED_DEFAULTS = {("fused", False), ("layers", "all"), ("wd", None)}
 
 
 @dataclass(frozen=True)

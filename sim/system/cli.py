@@ -107,16 +107,17 @@ def build_runs(args):
         t = args.trajectory
         if t is None or t == "model":
             traj = lasso_trajectory(w, pt.get("rho"), pt.get("interval"), epochs,
-                                    batch * cl.devices, samples)
+                                    batch * cl.devices, samples, weight_decay=pt.get("wd"))
         elif t.startswith("model:"):
-            if "rho" in pt.given:
+            if set(pt.given) & {"rho", "wd"}:
                 raise ConfigError(None, "--trajectory", "the parametric model (model:keep=...) has "
-                                  "no rho input: leave rho out or use --trajectory model")
+                                  "no rho or wd input: leave them out or use --trajectory model")
             traj = parametric_trajectory(w, epochs, pt.get("interval"), **parse_model_spec(t))
         else:
-            if set(pt.given) & {"rho", "interval"}:
+            if set(pt.given) & {"rho", "interval", "wd"}:
                 raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
-                                  "and their epochs: rho and interval change nothing, leave them out")
+                                  "and their epochs: rho, interval and wd change nothing, leave "
+                                  "them out")
             traj = load_trajectory(t, w)
         dyn = "device"
     elif args.trajectory:

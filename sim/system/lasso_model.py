@@ -175,23 +175,29 @@ def authors_weight_decay(dataset: str) -> float:
     return IMAGENET_WEIGHT_DECAY if dataset == "imagenet" else CIFAR_WEIGHT_DECAY
 
 
-def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int) -> Schedule:
+def default_schedule(dataset: str, epochs: int, global_batch: int, samples: int,
+                     weight_decay: float | None = None) -> Schedule:
     """PruneTrain's schedules (the authors' configs; VALIDATION.md C: 182 CIFAR epochs at batch
     128, 90 ImageNet epochs at 256): lr 0.1 at batch 128 (CIFAR) / 256 (ImageNet), scaled linearly
     with the global batch, x0.1 from (1-based) epochs 91 and 136 of 182 (CIFAR) or 41, 61 and 81
-    of 90 (ImageNet), scaled with the number of epochs; weight decay 5e-4 (CIFAR) / 1e-4
-    (ImageNet), the authors' scripts' (any other data set: the CIFAR schedule)."""
+    of 90 (ImageNet), scaled with the number of epochs; weight decay `weight_decay`, by default
+    5e-4 (CIFAR) / 1e-4 (ImageNet), the authors' scripts' (any other data set: the CIFAR
+    schedule)."""
     if dataset == "imagenet":
         lr = 0.1 * global_batch / 256
         dec = tuple(round(f * epochs) for f in IMAGENET_DECAYS)
         src = ("ImageNet: lr 0.1 per 256, x0.1 from epochs 41 / 61 / 81 of 90 (the authors' "
-               "imagenet_resnet50.yaml), weight decay 1e-4")
+               "imagenet_resnet50.yaml), weight decay ")
+        own = "1e-4"
     else:
         lr = 0.1 * global_batch / 128
         dec = tuple(round(f * epochs) for f in CIFAR_DECAYS)
         src = ("CIFAR: lr 0.1 per 128, x0.1 from epochs 91 / 136 of 182 (the authors' "
-               "cifar_*.yaml), weight decay 5e-4 (their cifar.py default)")
-    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src, authors_weight_decay(dataset))
+               "cifar_*.yaml), weight decay ")
+        own = "5e-4 (their cifar.py default)"
+    wd = authors_weight_decay(dataset) if weight_decay is None else weight_decay
+    src += own if weight_decay is None else f"{weight_decay:g} (given)"
+    return Schedule(samples, epochs, global_batch, lr, dec, 0.9, src, wd)
 
 
 # The conv init the model assumes for the networks it predicts: the PruneTrain authors' CIFAR

@@ -78,12 +78,9 @@ def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
     if samples is None:
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
                           f"{ds!r} (known: {', '.join(DATASET_SAMPLES)})")
-    sched = default_schedule(ds, epochs, global_batch, samples)
-    if weight_decay is not None:
-        if not (math.isfinite(weight_decay) and weight_decay > 0):
-            raise ConfigError(None, "weight_decay", f"must be a finite number > 0, got "
-                              f"{weight_decay}")
-        sched = replace(sched, weight_decay=weight_decay)
+    if weight_decay is not None and not (math.isfinite(weight_decay) and weight_decay > 0):
+        raise ConfigError(None, "weight_decay", f"must be a finite number > 0, got {weight_decay}")
+    sched = default_schedule(ds, epochs, global_batch, samples, weight_decay)
     return model_trajectory(workload, rho, interval, sched, depth=depth)
 
 
