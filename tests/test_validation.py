@@ -110,16 +110,27 @@ def test_validate_only_offers_every_row_group():
 
 def test_authors_networks_load_and_feed_the_error_budget_rows():
     """The authors' own pruned networks (sim/data/authors) load against their workloads, are
-    pruned, and give section C's error-budget rows (engine and memory model fed real input)."""
-    from analysis.validation import AUTHORS_DIR, _c_authors_rows
+    pruned, and give section C's error-budget rows (engine and memory model fed real input; the
+    model's final VGG networks against theirs, one row per network and a summary)."""
+    import re
+
+    from analysis.validation import AUTHORS_DIR, _c_authors_rows, _with_classes
     from sim.system.prunetrain import apply_widths, load_trajectory
     from sim.workload import load_workload
     files = sorted(AUTHORS_DIR.glob("*.yaml"))
-    assert len(files) == 3
+    assert len(files) == 11
+    vgg: dict = {}
     for f in files:
-        w = load_workload("vgg11-cifar" if "vgg11" in f.name else "resnet50-imagenet")
+        m = re.fullmatch(r"(vgg\d+)-cifar(\d+)-rho([\d.]+)", f.stem)
+        w = (_with_classes(load_workload(f"{m[1]}-cifar"), int(m[2])) if m
+             else load_workload("resnet50-imagenet"))
         net = apply_widths(w, load_trajectory(f, w).widths_at(0))
-        assert 0.2 < net.macs() / w.macs() < 0.9
+        assert 0.15 < net.macs() / w.macs() < 0.9
+        if m and m[2] == "10":
+            vgg.setdefault(m[1], []).append((float(m[3]), net.macs() / w.macs()))
+    # the authors' runs prune more at a larger rho (a check of the transcribed widths)
+    for arch, pts in vgg.items():
+        assert len(pts) == 4 and all(a[1] > b[1] for a, b in zip(pts, pts[1:])), arch
     rows = list(_c_authors_rows())
-    assert [r.status for r in rows] == ["input"] * 5
+    assert [r.status for r in rows] == ["input"] * 15
     assert all(isinstance(r.modeled, float) for r in rows)
