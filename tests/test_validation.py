@@ -132,5 +132,5 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
     for arch, pts in vgg.items():
         assert len(pts) == 4 and all(a[1] > b[1] for a, b in zip(pts, pts[1:])), arch
     rows = list(_c_authors_rows())
-    assert [r.status for r in rows] == ["input"] * 15
+    assert [r.status for r in rows] == ["input"] * 19
     assert all(isinstance(r.modeled, float) for r in rows)
