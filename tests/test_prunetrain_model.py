@@ -2,6 +2,7 @@
 is fitted to, and what `prunesim train` does with it."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -283,13 +284,31 @@ def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
 
 def test_map_depth_runs_from_the_largest_to_the_smallest_maps():
     from sim.system.lasso_model import _kinds, map_depth
-    for name, want in (("resnet20", [0.0, 0.5, 1.0]), ("resnet50-imagenet", [0, 1 / 3, 2 / 3, 1])):
+    # halvings of the map side: 32 / 16 / 8 and 56 / 28 / 14 / 7
+    for name, want in (("resnet20", [0.0, 1.0, 2.0]), ("resnet50-imagenet", [0, 1, 2, 3])):
         w = load_workload(name)
         _, res = _kinds(w)
         assert sorted(set(np.round(map_depth(w, res), 9))) == pytest.approx(want)
     w = load_workload("resnet20")
     plain, res = _kinds(w)
     assert map_depth(w, res[:1]) == pytest.approx([0.0])
+
+
+def test_one_tilt_per_halving_fits_vgg_and_resnet_runs_alike():
+    """The depth measure is decided by the runs: with z in halvings of the map side, the bundled
+    VGG runs (32 -> 2: 4 halvings) and ResNet runs (2 halvings) give the same tilt within one
+    grid step; normalised to a share of the network (z / z.max()) they would not."""
+    from sim.system.lasso_model import TILTS, fit_spread
+    runs = bundled_runs()
+    vgg = [r.plain_spaces for r in runs if not r.has_residual]
+    res = [r.plain_spaces for r in runs if r.has_residual]
+    assert vgg and res
+    step = TILTS[1] - TILTS[0]
+    assert max(d.z.max() for d in vgg) == pytest.approx(4.0)
+    assert abs(fit_spread(vgg, blocks=True)[0] - fit_spread(res, blocks=True)[0]) <= step + 1e-9
+    share = lambda ds: [dataclasses.replace(d, z=d.z / d.z.max()) for d in ds]  # noqa: E731
+    assert abs(fit_spread(share(vgg), blocks=True)[0]
+               - fit_spread(share(res), blocks=True)[0]) > 2 * step
 
 
 def test_fit_spread_recovers_a_known_tilt_and_block_exponent():

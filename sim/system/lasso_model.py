@@ -334,10 +334,13 @@ def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
 
 def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     """z of each space among `spaces`: halvings of its feature-map side from the largest map of
-    these spaces, over the most of them (0: the largest maps; 1: the smallest; all 0 when the
-    spaces share one size). Normalised, so a 4-stage ResNet-50 spans the same 0..1 as the 3-stage
-    CIFAR ResNets the tilt is fitted to (the runs cannot tell depth in stages from depth as a
-    share of the network; the share is the choice that does not extrapolate)."""
+    these spaces (0: the largest maps; all 0 when the spaces share one size). Not normalised: the
+    resolution a channel works at is what the lasso sees (a channel of a 2 x 2 map gets 1/256 of
+    the gradient positions of one at 32 x 32), and the runs decide it: one tilt per halving
+    fits the bundled ResNet runs (2 halvings) and VGG runs (4 halvings) alike (0.375 each,
+    fit_spread on each family), where depth as a share of the network (0..1) would need 0.75 for
+    the ResNets and 1.25 for VGG. The authors' own final VGG networks (sim/data/authors) cut
+    their 2 x 2 layers far harder than their 32 x 32 ones (docs/system.md, session 11)."""
     chw = tensor_chw(workload)
     area: dict[str, int] = {}
     for l in workload.layers:
@@ -347,8 +350,7 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     if not spaces:
         return np.zeros(0)
     a = np.array([float(area[s]) for s in spaces])
-    z = 0.5 * np.log2(a.max() / a)
-    return z / z.max() if z.max() > 0 else z
+    return 0.5 * np.log2(a.max() / a)
 
 
 def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
