@@ -1040,8 +1040,9 @@ def _c_authors_level_rows() -> Iterator[Row]:
                                                      weight_decay=wd).widths_at(181)).macs()
                 / w.macs() for wd in (None, 1e-4)}
         ratios.append(ours[None] / theirs)
-        yield Row("C", f"{ds.upper().replace('CIFAR', 'CIFAR-')} {arch.upper().replace('VGG', 'VGG-')} "
-                  f"rho {rho}: final inference FLOPs, the model's network vs the authors' own run's",
+        name = f"{ds.upper().replace('CIFAR', 'CIFAR-')} {arch.upper().replace('VGG', 'VGG-')}"
+        yield Row("C", f"{name} rho {rho}: final inference FLOPs, the model's network vs the "
+                  "authors' own run's",
                   round(100 * theirs, 1), 100 * ours[None], "%",
                   f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, 182 epochs b128",
                   status="input",

@@ -106,8 +106,8 @@ def _replay_combined(spec, capsys):
     kw = {"iteration": 600}
     if mid == "prunetrain":
         given = dict(o.split("=") for o in opts.split(",") if o)
-        combo = "prunetrain:" + ",".join(f"{k}={v}" for k, v in
-                                         {"rho": "0.7", "interval": "3", **given}.items()) + "+sdgp-mag"
+        opts = {"rho": "0.7", "interval": "3", **given}
+        combo = "prunetrain:" + ",".join(f"{k}={v}" for k, v in opts.items()) + "+sdgp-mag"
         kw.update(train_samples=200_000, iteration=None)  # every epoch: where the widths change
     else:
         combo = f"prunetrain+{spec}"

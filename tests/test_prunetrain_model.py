@@ -88,7 +88,8 @@ def test_train_wd_is_the_decay_of_the_trajectory(capsys):
     default equals giving the authors' decay, and the label leaves the default out."""
     from sim.cli import main
     out = {}
-    for spec in ("prunetrain:rho=0.25", "prunetrain:rho=0.25,wd=5e-4", "prunetrain:rho=0.25,wd=1e-4"):
+    for spec in ("prunetrain:rho=0.25", "prunetrain:rho=0.25,wd=5e-4",
+                 "prunetrain:rho=0.25,wd=1e-4"):
         assert main(["train", "--workload", "resnet20", "--cluster", "prunetrain-v100-128",
                      "--gpus", "16", "--epochs", "40", "--method", spec, "--json"]) == 0
         out[spec] = json.loads(capsys.readouterr().out)["method"]

@@ -283,7 +283,8 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
                       record_every: float | None = None,
                       train_samples: int | None = None) -> dict[str, Any]:
     """Train `workload` on `dataset` with SGD (momentum 0.9, weight decay 5e-4 or prunetrain's
-    `wd`, cosine learning rate), recording every `every`-th iteration into the trace directory `out`.
+    `wd`, cosine learning rate), recording every `every`-th iteration into the trace directory
+    `out`.
 
     `method` (a spec such as ``dbtd:p=0.9`` or ``prunetrain:rho=0.2,interval=2``; see
     docs/methods.md) trains with that method installed (sim/capture/methods.py); the log's method

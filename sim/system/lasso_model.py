@@ -339,8 +339,9 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     the gradient positions of one at 32 x 32), and the runs decide it: one tilt per halving
     fits the bundled ResNet runs (2 halvings) and VGG runs (4 halvings) alike (0.375 each,
     fit_spread on each family), where depth as a share of the network (0..1) would need 0.75 for
-    the ResNets and two thirds more for VGG. The authors' own final VGG networks (sim/data/authors) cut
-    their 2 x 2 layers far harder than their 32 x 32 ones (docs/system.md, session 11)."""
+    the ResNets and two thirds more for VGG. The authors' own final VGG networks
+    (sim/data/authors) cut their 2 x 2 layers far harder than their 32 x 32 ones (docs/system.md,
+    session 11)."""
     chw = tensor_chw(workload)
     area: dict[str, int] = {}
     for l in workload.layers:
