@@ -105,9 +105,8 @@ def _replay_combined(spec, capsys):
         return 2, "prunesim: error: dense composes with nothing\n", None
     kw = {"iteration": 600}
     if mid == "prunetrain":
-        given = dict(o.split("=") for o in opts.split(",") if o)
-        opts = {"rho": "0.7", "interval": "3", **given}
-        combo = "prunetrain:" + ",".join(f"{k}={v}" for k, v in opts.items()) + "+sdgp-mag"
+        given = {"rho": "0.7", "interval": "3", **dict(o.split("=") for o in opts.split(",") if o)}
+        combo = "prunetrain:" + ",".join(f"{k}={v}" for k, v in given.items()) + "+sdgp-mag"
         kw.update(train_samples=200_000, iteration=None)  # every epoch: where the widths change
     else:
         combo = f"prunetrain+{spec}"
