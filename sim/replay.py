@@ -21,7 +21,8 @@ from sim import __version__
 from sim.errors import ConfigError, TraceError
 from sim.driver import LayerRun, Sums, engines_for, run_trace  # noqa: F401 (engines_for: API)
 from sim.engines.energy import NA as NA_ENERGY
-from sim.methods import MethodSpec, parse_combination, parse_method, refuse_unused
+from sim.methods import (TRAJECTORY_MODEL_INPUTS, MethodSpec, parse_combination, parse_method,
+                         refuse_unused)
 from sim.methods.info import method_info
 from sim.traces.format import Trace, open_checked_trace
 from sim.traces.inspect import finite_or_none
@@ -193,7 +194,7 @@ def parse_column(text: str, trajectory: str | None = None, epochs: int | None = 
         return specs[0]
     other = next((s for s in specs if s is not plan), None)
     if trajectory not in (None, "model"):
-        if set(plan.given) & {"rho", "interval", "wd"}:
+        if set(plan.given) & TRAJECTORY_MODEL_INPUTS:
             raise ValueError("a trajectory file fixes the channels and their epochs: rho, "
                              "interval and wd change nothing, leave them out")
         if epochs or samples:

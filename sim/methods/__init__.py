@@ -109,6 +109,9 @@ PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
     "w24t": {**_LAYERS, "search": (_choice("greedy", "exhaustive"), "greedy")},
 }
 METHOD_IDS = tuple(PARAMS)
+# prunetrain's options that only its lasso-dose trajectory model reads: a trajectory file, which
+# fixes the widths and their epochs, refuses them (train, replay, sweep)
+TRAJECTORY_MODEL_INPUTS = frozenset({"rho", "interval", "wd"})
 # (param, value) pairs left out of a label: a later-added option at the default that keeps the
 # behaviour the label always named (DBTD / top-k leave FC layers dense; methods run as a separate
 # pass unless fused=true)

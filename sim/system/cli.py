@@ -70,7 +70,8 @@ def framework_arg(name):
 
 
 def build_runs(args):
-    from sim.methods import method_info, parse_combination, parse_method, refuse_unused
+    from sim.methods import (TRAJECTORY_MODEL_INPUTS, method_info, parse_combination,
+                             parse_method, refuse_unused)
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import (lasso_trajectory, load_trajectory, parametric_trajectory,
                                        parse_model_spec, simulate_run)
@@ -114,7 +115,7 @@ def build_runs(args):
                                   "no rho or wd input: leave them out or use --trajectory model")
             traj = parametric_trajectory(w, epochs, pt.get("interval"), **parse_model_spec(t))
         else:
-            if set(pt.given) & {"rho", "interval", "wd"}:
+            if set(pt.given) & TRAJECTORY_MODEL_INPUTS:
                 raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
                                   "and their epochs: rho, interval and wd change nothing, leave "
                                   "them out")
