@@ -153,3 +153,56 @@ def test_temperature_and_natural_image_terms_act_on_natural_images_only():
     assert end(natural=1.0, temp=1.0) > end()
     assert end(natural=0.0, temp=8.0) == end() == float(base.keep(0.25, [1e9])[0])
     assert end(natural=1.0, temp=1.0) == pytest.approx(math.exp(-2.0 / 3.0 * math.exp(-0.5)))
+
+
+def test_cifar10_fashion_union_has_twenty_balanced_classes(tmp_path, monkeypatch):
+    """cifar10fashion: CIFAR-10's images with labels 0-9, Fashion-MNIST's with 10-19 (grey made
+    colour), CIFAR-10's official split kept and per-class counts capped alike; its validation
+    images are none of its training images."""
+    import sim.capture.datasets as dsm
+    monkeypatch.setattr(dsm, "UNION_TRAIN", 3)
+    monkeypatch.setattr(dsm, "UNION_VAL", 1)
+    monkeypatch.setattr(dsm, "_cifar10", lambda: (
+        np.zeros((40, 3, 32, 32), np.float32), np.arange(40) % 10,
+        {"source": "c", "file": "c.npz", "official_train": 30}))
+    xf = np.broadcast_to(np.arange(60, dtype=np.float32)[:, None, None], (60, 28, 28)).copy()
+    monkeypatch.setattr(dsm, "_fashion", lambda: (xf, np.arange(60) % 10,
+                                                  {"source": "f", "file": "f.npz"}))
+    x, y, info = dsm._cifar10_fashion()
+    assert x.shape == (30 + 30 + 10 + 10, 3, 32, 32) and info["official_train"] == 60
+    assert np.bincount(y[:60]).tolist() == [3] * 10 + [3] * 10
+    assert np.bincount(y[60:], minlength=20).tolist() == [1] * 20
+    fashion_train, fashion_val = set(x[30:60, 0, 0, 0]), set(x[70:, 0, 0, 0])
+    assert not fashion_train & fashion_val
+    assert all(int(v) % 10 == lab - 10 for v, lab in zip(x[30:60, 0, 0, 0], y[30:60]))
+    assert (x[30:60, 0] == x[30:60, 2]).all()
+
+
+def test_folded_labels_are_the_unions_labels_mod_ten(monkeypatch):
+    """fold=True: the 20-class union's labels folded to 10 for the 10-way workload (the 20-class
+    run's control); the 20 labels refused by a 10-way workload; fold only on the union."""
+    import sim.capture.datasets as dsm
+    from sim.system.lasso_runs import _training_data
+    labels = np.arange(20, dtype=np.int64)
+    fake = dsm.Dataset("cifar10fashion", np.zeros((20, 3, 8, 8), np.float32), labels,
+                       np.zeros((20, 3, 8, 8), np.float32), labels.copy(), 20, {})
+    monkeypatch.setattr(dsm, "load_dataset", lambda name, shape: fake)
+    cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10fashion", size=8, fold=True)
+    ds, x, y = _training_data(cfg, load_workload("resnet20"))
+    assert y.tolist() == list(range(10)) * 2 and ds.y_val.tolist() == y.tolist()
+    assert ds.classes == 10 and cfg.name.endswith("-fold10")
+    with pytest.raises(ValueError, match="20 labels"):
+        _training_data(RunConfig("resnet20", 0.25, 10, dataset="cifar10fashion", size=8),
+                       load_workload("resnet20"))
+    ds, x, y = _training_data(RunConfig("resnet20-c20", 0.25, 10, dataset="cifar10fashion",
+                                        size=8), load_workload("resnet20-c20"))
+    assert int(y.max()) == 19
+    with pytest.raises(ValueError, match="mod 10"):
+        _training_data(RunConfig("resnet20", 0.25, 10, dataset="cifar10", fold=True),
+                       load_workload("resnet20"))
+
+
+def test_a_union_counts_its_share_of_natural_images():
+    from sim.system.lasso_model import natural_images
+    assert natural_images("cifar10") == 1.0 and natural_images("fashion") == 0.0
+    assert natural_images("cifar10fashion") == 0.5 and natural_images(None) == 0.0

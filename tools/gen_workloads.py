@@ -195,13 +195,17 @@ def _stages(n: Net, x: str, c: int, widths, blocks, strides, bottleneck: bool, s
     return x, c
 
 
-def resnet_cifar_he(depth: int) -> Net:
+def resnet_cifar_he(depth: int, classes: int = 10) -> Net:
     nb = (depth - 2) // 6
-    n = Net(f"resnet{depth}", f"ResNet-{depth} for CIFAR-10 (He et al. 2016, 3 stages of {nb} "
-            "basic blocks, 16/32/64 channels)",
+    union = classes == 20
+    n = Net(f"resnet{depth}" + ("-c20" if union else ""),
+            f"ResNet-{depth} for CIFAR-10 (He et al. 2016, 3 stages of {nb} "
+            "basic blocks, 16/32/64 channels)"
+            + (", with a 20-way head for the CIFAR-10 + Fashion-MNIST union of the lasso runs "
+               "(issue 15)" if union else ""),
             "He, Zhang, Ren, Sun 2016, 'Deep Residual Learning for Image Recognition', sec. 4.2 "
             "(CIFAR-10 ResNets, depth 6n+2); module names as in akamaster/pytorch_resnet_cifar10",
-            "cifar10", CIFAR,
+            "cifar10fashion" if union else "cifar10", CIFAR,
             notes="""Shortcuts: identity where shapes match; where they change (first block of
             layer2 and layer3) this file uses 1x1 conv + BN projections with stride 2 (He et al.'s
             option B), not the parameter-free option A (strided identity + zero channel padding) of
@@ -210,7 +214,7 @@ def resnet_cifar_he(depth: int) -> Net:
     x = n.conv("conv1", "x", 16, 3, pad=1, bn=True, relu=True)
     x, c = _stages(n, x, 16, (16, 32, 64), (nb,) * 3, (1, 2, 2), False, "shortcut")
     x = n.pool("avgpool", x, "avg", global_=True)
-    n.fc("linear", x, 10)
+    n.fc("linear", x, classes)
     return n
 
 
@@ -359,7 +363,7 @@ def zoo() -> list[Net]:
             + [vgg_cifar(d) for d in (11, 13, 19)]
             + [alexnet_cifar(), regnetx_400mf()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
-            + [alexnet_cifar(100)])
+            + [alexnet_cifar(100), resnet_cifar_he(20, 20)])
 
 
 def markdown(names: list[str]) -> str:

@@ -10,6 +10,7 @@
     python tools/prunetrain_runs.py --grid lr      # CPU CIFAR-10 at the paper's per-sample lr (hours)
     python tools/prunetrain_runs.py --grid psl     # per-sample lr vs passes over the data (CPU, ~2 h)
     python tools/prunetrain_runs.py --grid paper1x # the paper's setting at rho 0.1 / at wd 5e-4 (CPU, 2-5 h each)
+    python tools/prunetrain_runs.py --grid task    # 20 classes (CIFAR-10 + Fashion-MNIST) and its 10-label control
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -103,6 +104,13 @@ LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_de
 # same 10-way classifier, so the same lambda: fewer distinctions prune far deeper (fitted: the
 # model's task exponent kappa rests on this run)
 COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse=True)]
+# ... and the other way, more distinctions than ten (no registry reachable from here ships
+# CIFAR-100): the same run on the CIFAR-10 + Fashion-MNIST union with its 20 labels (a 20-way
+# head, ResNet-20's workload otherwise), and its control on the same images with the labels folded
+# to 10. The pair is what the task exponent kappa meets beyond ten classes (~25 min a run).
+_U16 = dict(_C16, dataset="cifar10fashion")
+TASK_GRID = [RunConfig("resnet20-c20", 0.25, 10, **_U16, init="he_fan_out"),
+             RunConfig("resnet20", 0.25, 10, **_U16, init="he_fan_out", fold=True)]
 # Per-sample lr or passes over the data? At the paper's lr x steps an epoch, the per-sample lr
 # fixes the samples an epoch (lr x steps / (lr / batch)), so the two are confounded in LR_GRID's
 # pair. Three runs split them: 4x the paper's per-sample lr (batch 128, lr 0.4: 2x the samples of
@@ -124,13 +132,19 @@ _C16PAPER = dict(_C16P, batch=128, lr=0.1, epoch_steps=391)
 PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
                 RunConfig("resnet20", 0.25, 10, **_C16PAPER, init="he_fan_out", weight_decay=5e-4)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
-         "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID}
+         "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID}
 
 
-def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None) -> str:
+def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None,
+                 threads: int | None = None) -> str:
     """One run; per-epoch records streamed to <log_dir>/<name>.jsonl (a run stopped early keeps
-    its trajectory so far)."""
+    its trajectory so far). threads: torch's intra-op threads in this process (a spawned job does
+    not inherit the parent's setting; two jobs of two threads on two cores spend their time
+    yielding to each other, ~20x slower)."""
     import json
+    if threads is not None:
+        import torch
+        torch.set_num_threads(threads)
     log = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -255,7 +269,8 @@ def main(argv=None) -> int:
         from concurrent.futures import ProcessPoolExecutor, as_completed
         todo = [c for c in todo if a.force or not (a.out / f"{c.name}.yaml").exists()]
         with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(_run_to_file, c, a.out, a.log_dir): c for c in todo}
+            futs = {ex.submit(_run_to_file, c, a.out, a.log_dir, None, a.threads): c
+                    for c in todo}
             for k, fu in enumerate(as_completed(futs), 1):
                 try:
                     print(f"[{k}/{len(todo)}] {fu.result()}", flush=True)

@@ -113,9 +113,14 @@ NUS = tuple(float(x) for x in np.linspace(0.0, 3.0, 13))   # natural-image level
 ETAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)   # temperature exponents eta tried
 
 
+# Data sets that mix natural images with others: the natural share of their training images
+MIXED_IMAGES = {"cifar10fashion": 0.5}   # CIFAR-10's 50,000 and 50,000 Fashion-MNIST images
+
+
 def natural_images(dataset: str | None) -> float:
-    """X = 1 for a natural-image data set (NATURAL_IMAGES), else 0."""
-    return 1.0 if dataset in NATURAL_IMAGES else 0.0
+    """X: the share of natural images in a data set's training images (1 for NATURAL_IMAGES, 0
+    for digits and products on a blank ground, MIXED_IMAGES' share for a union)."""
+    return 1.0 if dataset in NATURAL_IMAGES else MIXED_IMAGES.get(dataset or "", 0.0)
 
 
 def task_information(classes: int) -> float:
@@ -486,7 +491,8 @@ def read_run(path: Path) -> RunData:
                        spaces(plain, later_blocks(w, plain, res)), spaces(res),
                        float(run.get("weight_decay", 1e-4)),
                        bool(run.get("coarse", False)),
-                       2 if run.get("coarse", False) else w.layers[-1].c_out,
+                       int(run.get("classes", 2 if run.get("coarse", False)
+                                   else w.layers[-1].c_out)),
                        str(run.get("dataset", "digits")))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None

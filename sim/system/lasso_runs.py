@@ -60,6 +60,10 @@ class RunConfig:
     # bit of task instead of 3.3. A dial of how many distinctions the channels must carry (the
     # paper keeps more channels on CIFAR-100 than on CIFAR-10 at the same rho)
     coarse: bool = False
+    # the CIFAR-10 + Fashion-MNIST union (dataset cifar10fashion) with its 20 labels folded to 10
+    # (CIFAR-10's class k and Fashion-MNIST's class k share label k), trained with the 10-way
+    # workload: the same images as the 20-class run, half the distinctions (its control)
+    fold: bool = False
     # torch device of the run ("cpu", "cuda"); not part of the name: the random draws are made on
     # the CPU generator either way, only the kernels' rounding differs
     device: str = "cpu"
@@ -84,6 +88,7 @@ class RunConfig:
                 + (f"-n{self.noise:g}" if self.noise else "")
                 + (f"-sub{self.subset}" if self.subset else "")
                 + ("-coarse2" if self.coarse else "")
+                + ("-fold10" if self.fold else "")
                 + ("" if self.init == "torch" else f"-{self.init.replace('_', '')}")
                 + ("" if self.weight_decay == 1e-4 else f"-wd{self.weight_decay:g}"))
 
@@ -197,6 +202,7 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
                     "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
                     "shift": cfg.shift, "flip": cfg.flip, "noise": cfg.noise,
                     "subset": cfg.subset, "coarse": cfg.coarse,
+                    "fold": cfg.fold, "classes": int(y.max()) + 1,
                     "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
                     "init": cfg.init, "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
@@ -220,6 +226,14 @@ def _training_data(cfg: RunConfig, wl0):
         vehicle[[0, 1, 8, 9]] = 1
         y = vehicle[y.long()].to(y.dtype)
         ds = dataclasses.replace(ds, y_val=vehicle.numpy()[ds.y_val])
+    if cfg.fold:
+        if cfg.dataset != "cifar10fashion":
+            raise ValueError("folded labels are the cifar10fashion union's 20 labels mod 10")
+        y = y % 10
+        ds = dataclasses.replace(ds, y_val=ds.y_val % 10, classes=10)
+    if int(y.max()) >= wl0.layers[-1].c_out:
+        raise ValueError(f"{cfg.dataset} has {int(y.max()) + 1} labels, {cfg.workload} "
+                         f"{wl0.layers[-1].c_out} outputs")
     return ds, x, y
 
 
