@@ -1016,8 +1016,8 @@ def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
                       status="input",
                       note="trajectory check (not a Table 1 figure; rho from the authors' file "
                            "naming, epoch not recorded): the residual nodes' task term (kappa, "
-                           "fitted on a 2-class run against 10-class ones) extrapolated to "
-                           "1000 classes keeps them nearly whole")
+                           "fitted on 2- to 20-class runs) extrapolated to 1000 classes keeps "
+                           "far more of them")
 
 
 def _c_authors_level_rows() -> Iterator[Row]:

@@ -121,17 +121,21 @@ def test_run_records_its_init_and_the_log_rebuilds_the_run_file(tmp_path):
     assert 2.0 < lam["torch"] / lam["he_fan_out"] < 2.6
 
 
+def _one_image_per_label(monkeypatch, name: str, classes: int) -> None:
+    """load_dataset -> a dataset `name` with one blank 8 x 8 image per label, train and val alike."""
+    import sim.capture.datasets as dsm
+    labels = np.arange(classes, dtype=np.int64)
+    fake = dsm.Dataset(name, np.zeros((classes, 3, 8, 8), np.float32), labels,
+                       np.zeros((classes, 3, 8, 8), np.float32), labels.copy(), classes, {})
+    monkeypatch.setattr(dsm, "load_dataset", lambda name, shape: fake)
+
+
 def test_coarse_labels_are_cifar10s_two_super_classes(monkeypatch):
     """coarse=True: vehicles (airplane, automobile, ship, truck) -> 1, animals -> 0, in the
     training and the validation labels; only CIFAR-10 has that split."""
-    import numpy as np
-    import sim.capture.datasets as dsm
     from sim.system.lasso_runs import RunConfig, _training_data
     from sim.workload import load_workload
-    labels = np.arange(10, dtype=np.int64)
-    fake = dsm.Dataset("cifar10", np.zeros((10, 3, 8, 8), np.float32), labels,
-                       np.zeros((10, 3, 8, 8), np.float32), labels.copy(), 10, {})
-    monkeypatch.setattr(dsm, "load_dataset", lambda name, shape: fake)
+    _one_image_per_label(monkeypatch, "cifar10", 10)
     cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10", size=8, coarse=True)
     ds, x, y = _training_data(cfg, load_workload("resnet20"))
     want = [1, 1, 0, 0, 0, 0, 0, 0, 1, 1]
@@ -181,12 +185,8 @@ def test_cifar10_fashion_union_has_twenty_balanced_classes(tmp_path, monkeypatch
 def test_folded_labels_are_the_unions_labels_mod_ten(monkeypatch):
     """fold=True: the 20-class union's labels folded to 10 for the 10-way workload (the 20-class
     run's control); the 20 labels refused by a 10-way workload; fold only on the union."""
-    import sim.capture.datasets as dsm
     from sim.system.lasso_runs import _training_data
-    labels = np.arange(20, dtype=np.int64)
-    fake = dsm.Dataset("cifar10fashion", np.zeros((20, 3, 8, 8), np.float32), labels,
-                       np.zeros((20, 3, 8, 8), np.float32), labels.copy(), 20, {})
-    monkeypatch.setattr(dsm, "load_dataset", lambda name, shape: fake)
+    _one_image_per_label(monkeypatch, "cifar10fashion", 20)
     cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10fashion", size=8, fold=True)
     ds, x, y = _training_data(cfg, load_workload("resnet20"))
     assert y.tolist() == list(range(10)) * 2 and ds.y_val.tolist() == y.tolist()

@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from sim.system.lasso_model import (bundled_fit, bundled_runs, default_schedule, dose_per_epoch,
-                                    init_group_norms, leave_one_out, model_trajectory)
+from sim.system.lasso_model import (KAPPAS, bundled_fit, bundled_runs, default_schedule,
+                                    dose_per_epoch, init_group_norms, leave_one_out,
+                                    model_trajectory)
 from sim.system.prunetrain import apply_widths, lasso_trajectory
 from sim.workload import load_workload
 
@@ -421,6 +422,24 @@ def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
             for w in (w10, w100)]
     assert macs[1] > macs[0]
 
+
+
+def test_twenty_classes_did_not_keep_more_than_their_folded_control():
+    """Beyond ten classes the label count's direction reverses in our runs: the 20-class union
+    run (CIFAR-10 + Fashion-MNIST) keeps fewer plain and residual channels than the same images
+    with the labels folded to 10, and it fits its data relatively better (lower D, training CE
+    over ln classes). Both runs are in the fit, which held kappa below the coarse pair's alone."""
+    runs = {r.name: r for r in bundled_runs()}
+    tail = "rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip"
+    twenty = runs[f"resnet20-c20-cifar10fashion16-{tail}-hefanout"]
+    folded = runs[f"resnet20-cifar10fashion16-{tail}-fold10-hefanout"]
+    assert (twenty.classes, folded.classes) == (20, 10)
+    assert twenty.keep_plain[-1] < folded.keep_plain[-1]
+    assert twenty.keep_residual[-1] < folded.keep_residual[-1] - 0.05
+    assert twenty.difficulty < folded.difficulty
+    fit = bundled_fit()
+    assert {twenty.name, folded.name} <= set(fit.runs)
+    assert fit.residual.kappa < max(KAPPAS)
 
 def test_predictions_are_at_the_papers_per_sample_lr():
     """eta only corrects runs made at another per-sample lr: a CIFAR prediction (default_schedule,

@@ -101,8 +101,8 @@ WD_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", weight_dec
 LR_GRID = [RunConfig("resnet20", 0.25, 10, **_C16P, init="he_fan_out", weight_decay=wd)
            for wd in (1e-4, 5e-4)]
 # the _C16 he_fan_out rho 0.25 run on CIFAR-10's two super-classes (vehicles / animals) with the
-# same 10-way classifier, so the same lambda: fewer distinctions prune far deeper (fitted: the
-# model's task exponent kappa rests on this run)
+# same 10-way classifier, so the same lambda: fewer distinctions prune far deeper (fitted: with
+# TASK_GRID's pair, the model's task exponent kappa rests on this run)
 COARSE_GRID = [RunConfig("resnet20", 0.25, 10, **_C16, init="he_fan_out", coarse=True)]
 # ... and the other way, more distinctions than ten (no registry reachable from here ships
 # CIFAR-100): the same run on the CIFAR-10 + Fashion-MNIST union with its 20 labels (a 20-way
