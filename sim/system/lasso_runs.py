@@ -90,7 +90,8 @@ class RunConfig:
                 + ("-coarse2" if self.coarse else "")
                 + ("-fold10" if self.fold else "")
                 + ("" if self.init == "torch" else f"-{self.init.replace('_', '')}")
-                + ("" if self.weight_decay == 1e-4 else f"-wd{self.weight_decay:g}"))
+                + ("" if self.weight_decay == 1e-4 else f"-wd{self.weight_decay:g}")
+                + (f"-seed{self.seed}" if self.seed else ""))
 
 
 # PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
