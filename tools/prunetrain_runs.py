@@ -306,7 +306,8 @@ def report(directory: Path) -> int:
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}"
               + (f"   (weight decay {r.weight_decay:g})" if r.decay != 1.0 else "")
-              + ("   (coarse labels)" if r.coarse else ""))
+              + ("   (coarse labels)" if r.coarse else "")
+              + (f"   ({r.classes} labels)" if r.classes != 10 and not r.coarse else ""))
     print("(D: training CE in the high-lr phase / ln classes, reported, not a model input; P = rho / "
           "(1 - rho); psl: per-sample lr / the paper's 0.1 / 128; first zero: "
           "epoch; u: lasso dose, beta = 1, there)")
