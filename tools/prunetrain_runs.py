@@ -116,6 +116,8 @@ TASK_GRID = [RunConfig("resnet20-c20", 0.25, 10, **_U16, init="he_fan_out"),
 # its gap to the folded control larger than a run's own noise? Written to pending/ (not fitted):
 # `--grid task-seed --out sim/data/prunetrain/pending`
 TASK_SEED_GRID = [dataclasses.replace(TASK_GRID[0], seed=1)]
+# ... and the pair at rho 0.1 (also to pending/): does the direction hold at a lower pressure?
+TASK_RHO_GRID = [dataclasses.replace(c, rho=0.1) for c in TASK_GRID]
 # Per-sample lr or passes over the data? At the paper's lr x steps an epoch, the per-sample lr
 # fixes the samples an epoch (lr x steps / (lr / batch)), so the two are confounded in LR_GRID's
 # pair. Three runs split them: 4x the paper's per-sample lr (batch 128, lr 0.4: 2x the samples of
@@ -138,7 +140,7 @@ PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
                 RunConfig("resnet20", 0.25, 10, **_C16PAPER, init="he_fan_out", weight_decay=5e-4)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
-         "task-seed": TASK_SEED_GRID}
+         "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None,
