@@ -444,6 +444,12 @@ def test_twenty_classes_did_not_keep_more_than_their_folded_control():
     assert abs(again.keep_residual[-1] - twenty.keep_residual[-1]) < 0.05
     assert again.keep_residual[-1] < folded.keep_residual[-1] - 0.05
     assert again.keep_plain[-1] < folded.keep_plain[-1]
+    # ... and the pair at rho 0.1 (pending/, stopped after the lr decay)
+    low = [read_run(RUNS_DIR / "pending" / f"resnet20-{n}-rho0.1-i10-e182-b32-lr0.2-s196-fixedb"
+                    f"-aug2-flip{s}-hefanout.yaml")
+           for n, s in (("c20-cifar10fashion16", ""), ("cifar10fashion16", "-fold10"))]
+    assert low[0].keep_plain[-1] < low[1].keep_plain[-1] - 0.05
+    assert low[0].keep_residual[-1] < low[1].keep_residual[-1]
     fit = bundled_fit()
     assert {twenty.name, folded.name} <= set(fit.runs)
     assert fit.residual.kappa < max(KAPPAS)
