@@ -423,7 +423,6 @@ def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
     assert macs[1] > macs[0]
 
 
-
 def test_twenty_classes_did_not_keep_more_than_their_folded_control():
     """Beyond ten classes the label count's direction reverses in our runs: the 20-class union
     run (CIFAR-10 + Fashion-MNIST) keeps fewer plain and residual channels than the same images
@@ -453,6 +452,7 @@ def test_twenty_classes_did_not_keep_more_than_their_folded_control():
     fit = bundled_fit()
     assert {twenty.name, folded.name} <= set(fit.runs)
     assert fit.residual.kappa < max(KAPPAS)
+
 
 def test_predictions_are_at_the_papers_per_sample_lr():
     """eta only corrects runs made at another per-sample lr: a CIFAR prediction (default_schedule,

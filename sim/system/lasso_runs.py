@@ -93,6 +93,18 @@ class RunConfig:
                 + ("" if self.weight_decay == 1e-4 else f"-wd{self.weight_decay:g}")
                 + (f"-seed{self.seed}" if self.seed else ""))
 
+    def settings(self) -> dict:
+        """The run record's settings (the `run` section of a run file, before what the run
+        measured): one list for a finished run and one rebuilt from its log."""
+        return {"rho": self.rho, "interval": self.interval, "dataset": self.dataset,
+                "input_size": self.size, "epochs": self.epochs, "batch": self.batch,
+                "lr": self.lr, "lr_decay_at": list(self.decay_at),
+                "epoch_steps": self.epoch_steps, "dynamic_batch": self.dynamic_batch,
+                "shift": self.shift, "flip": self.flip, "noise": self.noise,
+                "subset": self.subset, "coarse": self.coarse, "fold": self.fold,
+                "momentum": self.momentum, "weight_decay": self.weight_decay, "seed": self.seed,
+                "init": self.init}
+
 
 # PruneTrain's CIFAR schedule (VALIDATION.md C: 182 epochs, batch 128, 391 steps an epoch; lr 0.1,
 # x0.1 at 50 % / 75 %) replayed on a small dataset at batch 32 and lr 0.2: a virtual epoch of 196
@@ -197,15 +209,8 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
     return {"schema": 1, "workload": cfg.workload,
             "description": f"real PruneTrain run ({cfg.name}); sim.system.lasso_runs",
             "points": {e: p for e, p in points.items() if e < cfg.epochs},
-            "run": {"rho": cfg.rho, "interval": cfg.interval, "dataset": cfg.dataset,
-                    "input_size": cfg.size, "train_samples": n, "epochs": cfg.epochs,
-                    "batch": cfg.batch, "lr": cfg.lr, "lr_decay_at": list(cfg.decay_at),
-                    "epoch_steps": cfg.epoch_steps, "dynamic_batch": cfg.dynamic_batch,
-                    "shift": cfg.shift, "flip": cfg.flip, "noise": cfg.noise,
-                    "subset": cfg.subset, "coarse": cfg.coarse,
-                    "fold": cfg.fold, "classes": int(y.max()) + 1,
-                    "momentum": cfg.momentum, "weight_decay": cfg.weight_decay, "seed": cfg.seed,
-                    "init": cfg.init, "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
+            "run": {**cfg.settings(), "train_samples": n, "classes": int(y.max()) + 1,
+                    "lambda": pt.lam, "first_ce": pt.first_ce, "first_group_norm": pt.first_norm,
                     "val_accuracy": acc, "seconds": round(time.time() - t0, 1),
                     "space_channels": chans0, "torch": str(torch.__version__)},
             "per_epoch": per_epoch}
