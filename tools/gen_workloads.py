@@ -218,6 +218,28 @@ def resnet_cifar_he(depth: int, classes: int = 10) -> Net:
     return n
 
 
+def resnet_cifar_bottleneck(depth: int) -> Net:
+    nb = (depth - 2) // 9
+    n = Net(f"resnet{depth}-bottleneck",
+            f"ResNet-{depth} for CIFAR-10 with bottleneck blocks (3 stages of {nb} blocks, "
+            "16/32/64 channels inside a block, 64/128/256 between blocks)",
+            "He, Zhang, Ren, Sun 2016, 'Identity Mappings in Deep Residual Networks', sec. 4 "
+            "(CIFAR bottleneck ResNets, depth 9n+2, 16/32/64 filters x 4); post-activation "
+            "blocks of He et al. 2016a, as in ResNet-50",
+            "cifar10", CIFAR,
+            notes="""The bottleneck form of ResNet-20 (the same 9 blocks and about the same MACs):
+            ResNet-50's residual nodes are 4x the width of the convs inside a block, ResNet-20's
+            are not. Used by the PruneTrain lasso runs (issue 15) to see how a bottleneck's
+            residual nodes prune. Post-activation blocks (BN and ReLU after each conv, ReLU after
+            the sum) as in ResNet-50, not the pre-activation units of the source; 1x1 conv + BN
+            projection shortcuts where the shape changes.""")
+    x = n.conv("conv1", "x", 16, 3, pad=1, bn=True, relu=True)
+    x, c = _stages(n, x, 16, (16, 32, 64), (nb,) * 3, (1, 2, 2), True, "shortcut")
+    x = n.pool("avgpool", x, "avg", global_=True)
+    n.fc("linear", x, 10)
+    return n
+
+
 _KL_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
               152: (3, 8, 36, 3)}
 
@@ -363,7 +385,7 @@ def zoo() -> list[Net]:
             + [vgg_cifar(d) for d in (11, 13, 19)]
             + [alexnet_cifar(), regnetx_400mf()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
-            + [alexnet_cifar(100), resnet_cifar_he(20, 20)])
+            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29)])
 
 
 def markdown(names: list[str]) -> str:
