@@ -812,15 +812,18 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
 
 
 def _c_held_out_rows() -> Iterator[Row]:
-    """The trajectory model's check at the paper's own setting: the CIFAR-10 run(s) at its
-    per-sample lr and the authors' decay predicted by a fit without them (the same check for all
-    the 1x runs, leave_paper_psl_out, is in `tools/prunetrain_runs.py --report`: one refit more
-    here would add minutes to every validation)."""
-    from sim.system.lasso_model import leave_paper_decay_out
-    what = ("the CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay 5e-4, decay "
-            "terms fitted on the 8x twins")
-    row = leave_paper_decay_out()
-    if row is not None:
+    """The trajectory model's held-out checks, each a fit without some runs predicting them: the
+    CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay, and the bottleneck runs
+    (what the basic-block runs alone would say about ResNet-50's kind of network). The same check
+    for all the 1x runs, leave_paper_psl_out, is in `tools/prunetrain_runs.py --report`: each
+    refit adds a minute to every validation."""
+    from sim.system.lasso_model import leave_bottleneck_out, leave_paper_decay_out
+    for what, row in (("the CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay "
+                       "5e-4, decay terms fitted on the 8x twins", leave_paper_decay_out()),
+                      ("the bottleneck ResNet-29 runs (expansion E = 4), fitted on basic-block "
+                       "and VGG runs alone (no E term)", leave_bottleneck_out())):
+        if row is None:
+            continue
         for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
             yield Row("C", f"trajectory model, held out: {what}; last kept fraction ({kind})",
                       float(statistics.mean(row["final_measured" + sfx])),

@@ -206,3 +206,29 @@ def test_a_union_counts_its_share_of_natural_images():
     from sim.system.lasso_model import natural_images
     assert natural_images("cifar10") == 1.0 and natural_images("fashion") == 0.0
     assert natural_images("cifar10fashion") == 0.5 and natural_images(None) == 0.0
+
+
+def test_expansion_is_node_width_over_block_width():
+    """E (expansion): 1 for basic-block ResNets and for VGG (no residual nodes), 4 for the
+    bottleneck networks, whose residual nodes are 4x the convs inside a block."""
+    from sim.system.lasso_model import expansion
+    assert expansion(load_workload("resnet20")) == pytest.approx(1.0)
+    assert expansion(load_workload("resnet18-cifar")) == pytest.approx(1.0)
+    assert expansion(load_workload("vgg11-cifar")) == 1.0
+    for name in ("resnet29-bottleneck", "resnet50-cifar", "resnet50-imagenet"):
+        assert expansion(load_workload(name)) == pytest.approx(4.0)
+
+
+def test_expansion_terms_scale_the_pressure_and_the_clock():
+    """k_inf's pressure x E^xi: xi > 0 prunes a bottleneck network's kind deeper, xi < 0 keeps
+    more, and E = 1 (basic blocks) is unchanged by any xi."""
+    end = lambda xi, ex: float(KindFit(a=2.0, u_on=0.0, u_scale=1.0, xi=xi)   # noqa: E731
+                               .keep(0.25, [1e9], expansion=ex)[0])
+    assert end(1.0, 4.0) < end(0.0, 4.0) < end(-1.0, 4.0)
+    assert end(1.0, 1.0) == end(0.0, 1.0) == end(-1.0, 1.0)
+    assert end(0.5, 4.0) == pytest.approx(math.exp(-2.0 / 3.0 * 2.0))
+    # the clock term: a bottleneck's kind reaches the same k_inf sooner (xi_clock > 0) or later
+    mid = lambda xc, ex: float(KindFit(a=2.0, u_on=0.0, u_scale=1.0, xi_clock=xc)  # noqa: E731
+                               .keep(0.25, [0.5], expansion=ex)[0])
+    assert mid(1.0, 4.0) < mid(0.0, 4.0) < mid(-1.0, 4.0)
+    assert mid(1.0, 1.0) == mid(0.0, 1.0)

@@ -301,7 +301,8 @@ def main(argv=None) -> int:
 
 def report(directory: Path) -> int:
     import numpy as np
-    from sim.system.lasso_model import fit_runs, leave_one_out, leave_paper_psl_out, read_run
+    from sim.system.lasso_model import (fit_runs, leave_bottleneck_out, leave_one_out,
+                                        leave_paper_psl_out, read_run)
     runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
     print(f"{'run':64s} {'D':>6s} {'P':>6s} {'psl':>5s} {'first zero':>10s} {'u':>6s}   "
           "final kept plain / residual")
@@ -314,7 +315,8 @@ def report(directory: Path) -> int:
               f"{r.keep_residual[-1]:.3f}"
               + (f"   (weight decay {r.weight_decay:g})" if r.decay != 1.0 else "")
               + ("   (coarse labels)" if r.coarse else "")
-              + (f"   ({r.classes} labels)" if r.classes != 10 and not r.coarse else ""))
+              + (f"   ({r.classes} labels)" if r.classes != 10 and not r.coarse else "")
+              + (f"   (expansion {r.expansion:g})" if r.expansion != 1.0 else ""))
     print("(D: training CE in the high-lr phase / ln classes, reported, not a model input; P = rho / "
           "(1 - rho); psl: per-sample lr / the paper's 0.1 / 128; first zero: "
           "epoch; u: lasso dose, beta = 1, there)")
@@ -326,6 +328,7 @@ def report(directory: Path) -> int:
               f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
               f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "
               f"weight-decay exponents omega {k.omega:g} (level) / {k.omega_clock:g} (clock), "
+              f"expansion exponent xi {k.xi:g}, "
               f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
@@ -334,12 +337,14 @@ def report(directory: Path) -> int:
             print(f"leave {by}={row[by]:g} out ({row['runs']} runs): RMS {row['rms']:.3f}; final "
                   f"kept (plain) measured {row['final_measured']}, predicted "
                   f"{row['final_predicted']}")
-    row = leave_paper_psl_out(tuple(runs))
-    if row:
-        print(f"leave the natural-image runs at the paper's per-sample lr out ({row['runs']} "
-              f"runs): RMS {row['rms']:.3f}; final kept plain measured {row['final_measured']}, "
-              f"predicted {row['final_predicted']}; residual measured "
-              f"{row['final_measured_residual']}, predicted {row['final_predicted_residual']}")
+    for what, row in (("the natural-image runs at the paper's per-sample lr",
+                       leave_paper_psl_out(tuple(runs))),
+                      ("the bottleneck runs", leave_bottleneck_out(tuple(runs)))):
+        if row:
+            print(f"leave {what} out ({row['runs']} runs): RMS {row['rms']:.3f}; final kept "
+                  f"plain measured {row['final_measured']}, predicted {row['final_predicted']}; "
+                  f"residual measured {row['final_measured_residual']}, predicted "
+                  f"{row['final_predicted_residual']}")
     return 0
 
 if __name__ == "__main__":

@@ -29,7 +29,13 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     per-sample lr, where the temperature factor is 1; and multiplied by (wd / 1e-4)^omega, wd
     the SGD weight decay, which also speeds the clock, u x (wd / 1e-4)^omega_clock: the runs at
     the authors' CIFAR decay 5e-4 prune far sooner and deeper than their 1e-4 twins, and
-    predictions use the authors' decay per data set, default_schedule)
+    predictions use the authors' decay per data set, default_schedule; and multiplied by
+    E^xi, E the network's expansion (residual node over the width of the blocks writing it: 1 for
+    basic blocks, 4 for bottlenecks, expansion()), with the clock u x E^xi_clock: the bottleneck
+    ResNet-29 runs prune their residual nodes deeper and their blocks' inner spaces less than
+    their ResNet-20 twins; ResNet-50 is a bottleneck network. Those runs are in pending/, not
+    fitted, so xi = xi_clock = 0 in the bundled fit: E is confounded there with the blocks'
+    narrow inner convs, docs/system.md session 13)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
@@ -111,6 +117,12 @@ NATURAL_IMAGES = frozenset({"cifar10", "cifar100", "imagenet"})
 PAPER_PSL = 0.1 / 128
 NUS = tuple(float(x) for x in np.linspace(0.0, 3.0, 13))   # natural-image levels nu tried
 ETAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)   # temperature exponents eta tried
+# exponents of the expansion E (expansion(): residual node over block width) tried, only with
+# runs on bottleneck networks; negative: a wider node keeps more
+XIS = (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+# ... and of E in the clock, u x E^xi_clock: a group's time to die is its norm over lr x lambda,
+# and a bottleneck's groups start at other norms than a basic block's (expansion())
+CLOCK_XIS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
 
 # Data sets that mix natural images with others: the natural share of their training images
@@ -302,6 +314,7 @@ class RunData:
     coarse: bool = False          # CIFAR-10's labels merged into 2 super-classes (lasso_runs)
     classes: int = 10             # distinct labels the run was trained on
     dataset: str = "digits"
+    expansion: float = 1.0        # E of the run's network (expansion())
 
     @property
     def natural(self) -> float:
@@ -361,10 +374,10 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     return 0.5 * np.log2(a.max() / a)
 
 
-def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
-    """1 for each plain space in a later block of its stage, else 0: its block (the chain of
-    convs from it to the first layer writing a residual node) is not the first, in layer order,
-    to write that node. VGG's spaces, and any not followed by a residual node, get 0."""
+def _block_ends(workload: Workload, plain: list[str], residual: list[str]) -> dict:
+    """Per plain space: (the residual node its block writes, the index of the block's first
+    layer reading the space), following the chain of convs from the space to the first layer
+    writing a residual node; None for a space not followed by one (VGG's)."""
     res = set(residual)
     readers: dict[str, list[int]] = {}
     for i, l in enumerate(workload.layers):
@@ -381,12 +394,41 @@ def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> n
             s = out
         return None
 
-    ends = {s: block_end(s) for s in plain}
+    return {s: block_end(s) for s in plain}
+
+
+def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
+    """1 for each plain space in a later block of its stage, else 0: its block (the chain of
+    convs from it to the first layer writing a residual node) is not the first, in layer order,
+    to write that node. VGG's spaces, and any not followed by a residual node, get 0."""
+    ends = _block_ends(workload, plain, residual)
     first: dict[str, int] = {}
     for e in filter(None, ends.values()):
         first[e[0]] = min(first.get(e[0], e[1]), e[1])
     return np.array([0.0 if ends[s] is None or ends[s][1] == first[ends[s][0]] else 1.0
                      for s in plain])
+
+
+def expansion(workload: Workload) -> float:
+    """E: how much wider a residual node is than the convs inside the blocks that write it
+    (node channels over the mean channels of those blocks' plain spaces), channel-weighted over
+    the nodes: 1 for basic blocks (ResNet-20/32), 4 for bottlenecks (ResNet-50), 1 without
+    residual nodes (VGG). Why it may matter: a bottleneck's node channel is one of 4c read
+    through a c-wide 1x1 conv, so each carries less of what the block needs, and its groups start
+    smaller (the writing conv's output groups at the authors' init have norm sqrt(2 c / 4c), the
+    reading conv's input groups at PyTorch's sqrt(c / (3 * 4c))). The bottleneck runs (`--grid
+    bottleneck`) inform the exponent (KindFit.xi)."""
+    plain, res = _kinds(workload)
+    chans = space_channels(workload)
+    inner: dict[str, list[int]] = {}
+    for s, end in _block_ends(workload, plain, res).items():
+        if end is not None:
+            inner.setdefault(end[0], []).append(chans[s])
+    if not inner:
+        return 1.0
+    c = np.array([chans[n] for n in inner], dtype=float)
+    e = np.array([chans[n] / np.mean(v) for n, v in inner.items()])
+    return float((c * e).sum() / c.sum())
 
 
 def spread_keep(k_mean, c: np.ndarray, score) -> np.ndarray:
@@ -495,7 +537,7 @@ def read_run(path: Path) -> RunData:
                        bool(run.get("coarse", False)),
                        int(run.get("classes", 2 if run.get("coarse", False)
                                    else w.layers[-1].c_out)),
-                       str(run.get("dataset", "digits")))
+                       str(run.get("dataset", "digits")), expansion(w))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -529,13 +571,17 @@ class KindFit:
     eta: float = 0.0       # ... and x (per-sample lr / PAPER_PSL)^eta
     omega: float = 0.0     # ... and x (weight decay / REF_WEIGHT_DECAY)^omega
     omega_clock: float = 0.0   # the clock u x (weight decay / REF_WEIGHT_DECAY)^omega_clock
+    xi: float = 0.0        # k_inf's pressure x E^xi (expansion(): bottleneck nodes)
+    xi_clock: float = 0.0  # the clock u x E^xi_clock
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
-             natural: float = 0.0, temp: float = 1.0, decay: float = 1.0) -> np.ndarray:
+             natural: float = 0.0, temp: float = 1.0, decay: float = 1.0,
+             expansion: float = 1.0) -> np.ndarray:
         k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta
-                         * float(_input_factor((task, natural, temp, decay), self.kappa,
-                                               self.nu, self.eta, self.omega)))
-        u = np.asarray(u, dtype=float) * decay ** self.omega_clock
+                         * float(_input_factor((task, natural, temp, decay, expansion),
+                                               self.kappa, self.nu, self.eta, self.omega,
+                                               self.xi)))
+        u = np.asarray(u, dtype=float) * decay ** self.omega_clock * expansion ** self.xi_clock
         x = np.maximum(0.0, u - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
@@ -553,21 +599,21 @@ class Fit:
 
     def keep(self, rho: float, u_by_beta, residual: bool, high=False,
              scale: float = 1.0, task: float = 1.0, natural: float = 0.0,
-             temp: float = 1.0, decay: float = 1.0) -> np.ndarray:
+             temp: float = 1.0, decay: float = 1.0, expansion: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
         clock values themselves. high: the schedule's lr is still at its maximum. scale: the
         init's R0 over PyTorch's default's (init_scale). task: task_information(classes).
         natural: natural_images(dataset). temp: per-sample lr over PAPER_PSL. decay: weight
-        decay over REF_WEIGHT_DECAY."""
+        decay over REF_WEIGHT_DECAY. expansion: the network's E (expansion())."""
         k = self.kind(residual)
         u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
-        return k.keep(rho, u, high, scale, task, natural, temp, decay)
+        return k.keep(rho, u, high, scale, task, natural, temp, decay, expansion)
 
     def keep_run(self, r: "RunData", residual: bool) -> np.ndarray:
         """The model's kept fraction at every epoch of a run, with the run's own inputs."""
         return self.keep(r.rho, r.u, residual, _hi(r), r.init_scale, r.task, r.natural,
-                         r.temperature, r.decay)
+                         r.temperature, r.decay, r.expansion)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -593,25 +639,26 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
     return best
 
 
-def _input_factor(columns, k, nu, eta, omega):
-    """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec;
+def _input_factor(columns, k, nu, eta, omega, xi):
+    """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec, ex;
     arrays in the fit, numbers in a prediction: one formula for both)."""
-    tt, nat, tmp, dec = columns
-    return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega
+    tt, nat, tmp, dec, ex = columns
+    return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega * ex ** xi
 
 
 def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
-    """Better (kappa, nu, eta, omega) from `start` on `grids`, with the clock's (u_on, u_scale, h)
+    """Better (kappa, nu, eta, omega, xi) from `start` on `grids`, with the clock's (u_on, u_scale, h)
     of `best` held and a by 1-D search: these terms scale k_inf's pressure alone and only a few
     runs inform them, so they are searched on the level (cheap: one clock row) and the clock
-    refitted after. (kappa, nu, eta) jointly with omega held, then omega with them held: the
-    joint grid over all four would cost len(OMEGAS) times as much."""
+    refitted after. (kappa, nu, eta) jointly with omega and xi held, then omega, then xi, each
+    with the others held: the joint grid over all five would cost len(OMEGAS) x len(XIS) times
+    as much."""
     _, a, on, sc, h = best
     e = np.exp(-(np.maximum(0.0, u - on) / sc) ** shape)
     e = (e + h * hi * (1 - e))[None, :]
     a_grid = a * np.geomspace(0.2, 5.0, 61)
     terms = tuple(start)
-    for free in ((0, 1, 2), (3,)):
+    for free in ((0, 1, 2), (3,), (4,)):
         out = None
         for vals in itertools.product(*(grids[i] for i in free)):
             t = list(terms)
@@ -626,13 +673,15 @@ def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
 
 def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
               pp: np.ndarray, ss: np.ndarray, tt: np.ndarray, nat: np.ndarray,
-              tmp: np.ndarray, dec: np.ndarray) -> KindFit:
+              tmp: np.ndarray, dec: np.ndarray, ex: np.ndarray) -> KindFit:
     """The grids of beta, shape and gamma with the input terms off, then delta (only when some
     run has another init) searched with the best (beta, shape, gamma): a full grid over it too
     would cost 4x the fit, for a parameter that only a few paired runs inform. Then, jointly,
     kappa (only when some run has another label count), nu (natural images), eta (natural
-    images at another per-sample lr) and omega (another weight decay) on the level with the clock
-    held (_refine_inputs), and the clock refitted at the best; twice."""
+    images at another per-sample lr), omega (another weight decay) and xi (bottleneck networks)
+    on the level with the clock
+    held (_refine_inputs), and the clock refitted at the best, then the expansion's clock
+    exponent xi_clock (CLOCK_XIS) with those held; twice."""
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
 
@@ -674,35 +723,44 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
             best = search(u * dec ** oc, float(u.max()), pp ** gamma * ss ** -delta, shape)
             if best[0] < out[0][0] - 1e-12:
                 out, clock = (best, beta, shape, gamma, delta), oc
-    terms = (0.0, 0.0, 0.0, 0.0)
+    terms = (0.0, 0.0, 0.0, 0.0, 0.0)
     grids = (KAPPAS if (tt != 1.0).any() else (0.0,), NUS if nat.any() else (0.0,),
              ETAS if ((tmp != 1.0) & (nat > 0)).any() else (0.0,),
-             OMEGAS if (dec != 1.0).any() else (0.0,))
+             OMEGAS if (dec != 1.0).any() else (0.0,), XIS if (ex != 1.0).any() else (0.0,))
+    xc = 0.0
     if any(len(g) > 1 for g in grids):
         _, beta, shape, gamma, delta = out
         u = np.concatenate([r.u(beta) for r in runs])
         umax, u = float(u.max()), u * dec ** clock
         base = pp ** gamma * ss ** -delta
-        columns = (tt, nat, tmp, dec)
+        columns = (tt, nat, tmp, dec, ex)
         found = terms
         for _ in range(2):
-            found = _refine_inputs(u, y, hi, out[0], shape, base, columns, grids, found)
-            best = search(u, umax, base * _input_factor(columns, *found), shape)
+            found = _refine_inputs(u * ex ** xc, y, hi, out[0], shape, base, columns, grids,
+                                   found)
+            best = search(u * ex ** xc, umax, base * _input_factor(columns, *found), shape)
             if best[0] < out[0][0] - 1e-12:
                 out, terms = (best, beta, shape, gamma, delta), found
+            # the expansion's clock exponent, with the level terms held (like the decay's)
+            for x in (CLOCK_XIS if (ex != 1.0).any() else ()):
+                best = search(u * ex ** x, umax, base * _input_factor(columns, *terms), shape)
+                if best[0] < out[0][0] - 1e-12:
+                    out, xc = (best, beta, shape, gamma, delta), x
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
-                   nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock)
+                   nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock, xi=terms[4],
+                   xi_clock=xc)
 
 
 def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, ...]:
     """Per epoch of every run: the high-lr flag, the pressure P, the init scale, the task's
-    information T, natural images X, the per-sample lr over the paper's and the weight decay
-    over REF_WEIGHT_DECAY."""
+    information T, natural images X, the per-sample lr over the paper's, the weight decay
+    over REF_WEIGHT_DECAY and the network's expansion E."""
     col = lambda f: np.concatenate([np.full(len(r.lrsteps), f(r)) for r in runs])  # noqa: E731
     return (np.concatenate([_hi(r).astype(float) for r in runs]),
             col(lambda r: r.pressure), col(lambda r: r.init_scale), col(lambda r: r.task),
-            col(lambda r: r.natural), col(lambda r: r.temperature), col(lambda r: r.decay))
+            col(lambda r: r.natural), col(lambda r: r.temperature), col(lambda r: r.decay),
+            col(lambda r: r.expansion))
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
@@ -829,6 +887,13 @@ def leave_paper_decay_out(runs: tuple[RunData, ...] | None = None) -> dict | Non
     return leave_out(lambda r: r.natural and r.temperature <= 1.0 and r.decay != 1.0, runs)
 
 
+def leave_bottleneck_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
+    """The runs on bottleneck networks (expansion E != 1), predicted by a fit to the others, which
+    has no E to fit and so predicts them as basic-block networks: how far the bottleneck's own
+    kinds are from what the basic-block runs teach (None without such runs)."""
+    return leave_out(lambda r: r.expansion != 1.0, runs)
+
+
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
                      fit: Fit | None = None, depth: float = 1.0, init: str = PAPER_INIT):
     """Channel widths from each reconfiguration epoch on, from the fitted model, for a network
@@ -850,6 +915,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     # the schedule is the paper's (default_schedule: its per-sample lr), so the temperature is 1
     natural = natural_images(workload.dataset)
     decay = sched.weight_decay / REF_WEIGHT_DECAY
+    ex = expansion(workload)
     pts = [(0, ())]
     kinds = []
     for ss, resid in ((plain, False), (res, True)):
@@ -864,7 +930,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         high = sched.lr_at(e - 1) >= sched.lr
         for ss, kf, c, score in kinds:
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
-                                                             task, natural, decay=decay))))
+                                                             task, natural, decay=decay,
+                                                             expansion=ex))))
             for s, ks in zip(ss, spread_keep(k, c, score)[0]):
                 width[s] = max(1, round(chans[s] * float(ks)))
         pts.append((e, layer_widths(workload, chans, width)))
