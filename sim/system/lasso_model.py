@@ -417,7 +417,7 @@ def expansion(workload: Workload) -> float:
     through a c-wide 1x1 conv, so each carries less of what the block needs, and its groups start
     smaller (the writing conv's output groups at the authors' init have norm sqrt(2 c / 4c), the
     reading conv's input groups at PyTorch's sqrt(c / (3 * 4c))). The bottleneck runs (`--grid
-    bottleneck`) inform the exponent (KindFit.xi)."""
+    bottleneck`) inform the exponents (KindFit.xi, xi_clock) once they are in the fit."""
     plain, res = _kinds(workload)
     chans = space_channels(workload)
     inner: dict[str, list[int]] = {}
@@ -679,9 +679,8 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
     would cost 4x the fit, for a parameter that only a few paired runs inform. Then, jointly,
     kappa (only when some run has another label count), nu (natural images), eta (natural
     images at another per-sample lr), omega (another weight decay) and xi (bottleneck networks)
-    on the level with the clock
-    held (_refine_inputs), and the clock refitted at the best, then the expansion's clock
-    exponent xi_clock (CLOCK_XIS) with those held; twice."""
+    on the level with the clock held (_refine_inputs), and the clock refitted at the best, then
+    the expansion's clock exponent xi_clock (CLOCK_XIS) with those held; twice."""
     a0 = np.geomspace(1e-3, 30, 46)
     out = None
 
