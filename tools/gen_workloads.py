@@ -218,11 +218,13 @@ def resnet_cifar_he(depth: int, classes: int = 10) -> Net:
     return n
 
 
-def resnet_cifar_bottleneck(depth: int) -> Net:
+def resnet_cifar_bottleneck(depth: int, width: int = 1) -> Net:
     nb = (depth - 2) // 9
-    n = Net(f"resnet{depth}-bottleneck",
+    w = (16 * width, 32 * width, 64 * width)
+    n = Net(f"resnet{depth}-bottleneck" + (f"-w{width}" if width != 1 else ""),
             f"ResNet-{depth} for CIFAR-10 with bottleneck blocks (3 stages of {nb} blocks, "
-            "16/32/64 channels inside a block, 64/128/256 between blocks)",
+            f"{w[0]}/{w[1]}/{w[2]} channels inside a block, {4 * w[0]}/{4 * w[1]}/{4 * w[2]} "
+            "between blocks)" + (f", {width}x the source's widths" if width != 1 else ""),
             "He, Zhang, Ren, Sun 2016, 'Identity Mappings in Deep Residual Networks', sec. 4 "
             "(CIFAR bottleneck ResNets, depth 9n+2, 16/32/64 filters x 4); post-activation "
             "blocks of He et al. 2016a, as in ResNet-50",
@@ -232,9 +234,10 @@ def resnet_cifar_bottleneck(depth: int) -> Net:
             are not. Used by the PruneTrain lasso runs (issue 15) to see how a bottleneck's
             residual nodes prune. Post-activation blocks (BN and ReLU after each conv, ReLU after
             the sum) as in ResNet-50, not the pre-activation units of the source; 1x1 conv + BN
-            projection shortcuts where the shape changes.""")
-    x = n.conv("conv1", "x", 16, 3, pad=1, bn=True, relu=True)
-    x, c = _stages(n, x, 16, (16, 32, 64), (nb,) * 3, (1, 2, 2), True, "shortcut")
+            projection shortcuts where the shape changes. The 4x-wide form has ResNet-50's inner
+            widths (64-256): with it the runs can tell the expansion from a narrow block.""")
+    x = n.conv("conv1", "x", w[0], 3, pad=1, bn=True, relu=True)
+    x, c = _stages(n, x, w[0], w, (nb,) * 3, (1, 2, 2), True, "shortcut")
     x = n.pool("avgpool", x, "avg", global_=True)
     n.fc("linear", x, 10)
     return n
@@ -385,7 +388,8 @@ def zoo() -> list[Net]:
             + [vgg_cifar(d) for d in (11, 13, 19)]
             + [alexnet_cifar(), regnetx_400mf()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
-            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29)])
+            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
+               resnet_cifar_bottleneck(29, 4)])
 
 
 def markdown(names: list[str]) -> str:

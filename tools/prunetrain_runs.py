@@ -146,10 +146,16 @@ PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
 # Written to pending/ first (`--out sim/data/prunetrain/pending`), ~45 min a run.
 BOTTLENECK_GRID = [RunConfig("resnet29-bottleneck", r, 10, **_C16, init="he_fan_out")
                    for r in (0.25, 0.1)]
+# The same runs at 4x width (inner convs 64-256, ResNet-50's): the CPU runs' nodes pruned deeper
+# and their 16-64-wide inner spaces less than ResNet-20's; is the latter the expansion or a narrow
+# block's capacity? ~16x the MACs: a GPU grid (`--grid bottleneck-wide --device cuda`), same
+# setting step for step, so the two widths compare at the same dose schedule.
+BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4")
+                        for c in BOTTLENECK_GRID]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
-         "bottleneck": BOTTLENECK_GRID}
+         "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID}
 
 
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None,
