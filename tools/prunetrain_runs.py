@@ -143,7 +143,7 @@ PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
 # the width of the convs inside a block, as in ResNet-50) on the _C16 he_fan_out setting, at the
 # two rho of the ResNet-20 runs there: do a bottleneck's residual nodes prune as ResNet-20's do?
 # The authors' own ImageNet ResNet-50s keep ~65 % of their residual channels, the model ~95 %.
-# Written to pending/ first (`--out sim/data/prunetrain/pending`), ~45 min a run.
+# Written to pending/ first (`--out sim/data/prunetrain/pending`), ~80 min a run on one core.
 BOTTLENECK_GRID = [RunConfig("resnet29-bottleneck", r, 10, **_C16, init="he_fan_out")
                    for r in (0.25, 0.1)]
 # The same runs at 4x width (inner convs 64-256, ResNet-50's): the CPU runs' nodes pruned deeper
@@ -334,7 +334,7 @@ def report(directory: Path) -> int:
               f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
               f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "
               f"weight-decay exponents omega {k.omega:g} (level) / {k.omega_clock:g} (clock), "
-              f"expansion exponent xi {k.xi:g}, "
+              f"expansion exponents xi {k.xi:g} (level) / {k.xi_clock:g} (clock), "
               f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
