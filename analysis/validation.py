@@ -957,15 +957,18 @@ def _c_authors_rows() -> Iterator[Row]:
                    "this one is the trajectory's error")
     yield from _c_authors_level_rows()
     yield from _c_authors_imagenet_keep_rows()
+    yield from _c_memory_rows()
     from sim.system.cluster import load_cluster
+    from sim.system.timeline import resolve_framework
     w = load_workload("resnet50-imagenet")
     dev = load_cluster("gtx1080ti-11gb").device
     reserve = int(dev.reserved.value)
-    rules = (("relative", footprint(w, 64, 4, reserve).total), ("device", dev.memory.value))
+    over = resolve_framework(None).activation_overhead
+    rules = (("relative", footprint(w, 64, 4, reserve, over).total), ("device", dev.memory.value))
 
     def grown(net, cap):
         b = 64
-        while footprint(net, b + BATCH_STEP, 4, reserve).total <= cap:
+        while footprint(net, b + BATCH_STEP, 4, reserve, over).total <= cap:
             b += BATCH_STEP
         return b
 
@@ -986,7 +989,30 @@ def _c_authors_rows() -> Iterator[Row]:
                            f"dense under this rule: "
                            f"{dense[rule]}. Relative: the initial footprint is the capacity; "
                            f"device: {dev.memory.value / 2**30:.2f} GiB less a "
-                           f"{reserve / 2**30:.2f} GiB reserve")
+                           f"{reserve / 2**30:.2f} GiB reserve; peak extra {over:g} x the "
+                           f"activations (pytorch-eager profile, measured)")
+
+
+def _c_memory_rows() -> Iterator[Row]:
+    """The memory model against measured peak allocations (hwconfigs/measurements/memory-*.json,
+    tools/measure_memory.py): without the framework's activation overhead (what the model counts
+    op by op) and with the share fitted to the same rows (sim.system.memory_fit)."""
+    from sim.system.memory_fit import PYTORCH_MEMORY_FILE, fit_activation_overhead, \
+        load_memory_measurements
+    m = load_memory_measurements(PYTORCH_MEMORY_FILE)
+    fit = fit_activation_overhead(m)
+    src = f"{Path(m.path).relative_to(REPO)} ({m.device}, torch {m.torch})"
+    for c in fit.checks:
+        if c.row.repeat or c.row.batch not in (64, 128):
+            continue
+        what = "dense" if c.row.widths == "dense" else f"{Path(c.row.widths).stem} (authors')"
+        yield Row("C", f"ResNet-50 {what} at batch {c.row.batch}: peak training memory, memory "
+                  f"model vs measured", c.row.allocated / 2**30, c.modeled / 2**30, "GiB", src,
+                  status="ok" if abs(c.error) <= 0.05 else "outlier",
+                  note=f"error budget of the dynamic mini-batch rows: counted op by op "
+                       f"{100 * (c.counted / c.row.allocated - 1):+.1f} %; with the peak extra "
+                       f"{fit.share:.3f} x activations fitted to this file's rows (the "
+                       f"pytorch-eager profile's activation_overhead) {100 * c.error:+.1f} %")
 
 
 def _c_authors_imagenet_keep_rows() -> Iterator[Row]:

@@ -14,6 +14,7 @@ under hwconfigs/frameworks/ (or any path):
       optimizer:       {value: sgd-momentum, source: "..."}
       optimizer_impl:  {value: foreach, source: "..."}
       zero_grad:       {value: set-to-none, source: "..."}
+      activation_overhead: {value: 0.19, source: "measured: ..."}   # optional; peak memory
 
 Every parameter has a value and a source ("estimate: <reasoning>" where no document states it);
 times carry units (sim.hwconfig.parse_quantity). Problems end in one line naming the file, the field
@@ -68,7 +69,11 @@ _PARAMS: dict[str, tuple[str, bool, tuple[str, ...] | None, Any]] = {
     "zero_grad": ("text", True, ZERO_GRAD, "set-to-none"),
     "batch_norm": ("text", False, BATCH_NORM, "two-pass"),
     "maxpool_mask": ("text", False, MAXPOOL_MASK, "int64-indices"),
+    # the step's peak allocation beyond sim.system.memory's count, per byte of activations
+    "activation_overhead": ("fraction", False, None, 0.0),
 }
+# an overhead of several activations' worth is a typo (70 for 0.70, or % left off)
+_MAX_OVERHEAD = 2.0
 _TOP = {"schema", "name", "description", "params"}
 # a host-side launch or per-step cost above this is a typo (a minute per kernel)
 _MAX_SECONDS = 60.0
@@ -90,6 +95,7 @@ class FrameworkProfile:
     zero_grad: str
     batch_norm: str
     maxpool_mask: str
+    activation_overhead: float = 0.0  # peak memory beyond sim.system.memory's, x activations
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     checksum: str = ""
 
@@ -125,6 +131,12 @@ def _value(name: str, raw: Any, file: str, fld: str) -> Any:
         v, _ = parse_quantity(raw, "time", file, fld)
         if v < 0 or v > _MAX_SECONDS:
             raise ConfigError(file, fld, f"{raw!r} is outside 0 s .. {_MAX_SECONDS:g} s")
+        return v
+    if kind == "fraction":
+        v, _ = parse_quantity(raw, "fraction", file, fld)
+        if v < 0 or v > _MAX_OVERHEAD:
+            raise ConfigError(file, fld, f"{raw!r} is outside 0 .. {_MAX_OVERHEAD:g} (a share of "
+                              "the activations: 0.19 or 19 %)")
         return v
     if kind == "list":
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
@@ -178,7 +190,8 @@ def framework_from_dict(doc: Any, origin: str = "<framework>") -> FrameworkProfi
         fusions=values["fusions"], launch_overhead=float(values["launch_overhead"]),
         step_overhead=float(values["step_overhead"]), optimizer=values["optimizer"],
         optimizer_impl=values["optimizer_impl"], zero_grad=values["zero_grad"],
-        batch_norm=values["batch_norm"], maxpool_mask=values["maxpool_mask"], sources=sources,
+        batch_norm=values["batch_norm"], maxpool_mask=values["maxpool_mask"],
+        activation_overhead=float(values["activation_overhead"]), sources=sources,
         checksum=hashlib.sha256(canon.encode()).hexdigest())
 
 

@@ -35,6 +35,9 @@ def test_units_are_parsed():
     p = framework_from_dict(_doc(launch_overhead={"value": "2.5 ms", "source": "s"},
                                  step_overhead={"value": "1 s", "source": "s"}))
     assert p.launch_overhead == pytest.approx(2.5e-3) and p.step_overhead == 1.0
+    assert p.activation_overhead == 0.0       # optional: no measurement, no peak extra
+    q = framework_from_dict(_doc(activation_overhead={"value": "19 %", "source": "s"}))
+    assert q.activation_overhead == pytest.approx(0.19)
 
 
 @pytest.mark.parametrize("params, field, words", [
@@ -45,6 +48,10 @@ def test_units_are_parsed():
     ({"launch_overhead": {"value": "5 us"}}, "params.launch_overhead.source", "source"),
     ({"optimizer": {"value": "lion", "source": "s"}}, "params.optimizer.value", "lion"),
     ({"zero_grad": None}, "params.zero_grad", "missing"),
+    ({"activation_overhead": {"value": 19, "source": "s"}}, "params.activation_overhead.value",
+     "outside 0 .. 2"),
+    ({"activation_overhead": {"value": "0.2 s", "source": "s"}},
+     "params.activation_overhead.value", "not a fraction"),
 ])
 def test_errors_are_one_line_naming_field(params, field, words):
     with pytest.raises(ConfigError) as ei:

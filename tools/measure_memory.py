@@ -10,11 +10,15 @@ a trajectory, so a device session can check the memory model and the capacity ru
     python tools/measure_memory.py --workload resnet50-imagenet --batch 32 64 96 128
     python tools/measure_memory.py --workload resnet50-imagenet --batch 64 \\
         --rho 0.25 --epochs 90 --interval 5 --at 10 30 89
+    python tools/measure_memory.py --fit hwconfigs/measurements/memory-h200-torch2.11-resnet50.json
 
 One forward, backward and SGD-with-momentum step per (widths, batch), fp32, after a warm-up step
 (cuDNN's algorithm search allocates its own workspace once); reports torch.cuda's peak allocated
 and reserved bytes and the model's footprint (activations, transients, workspace, weights,
-gradients, momentum; no reserve). Needs CUDA: on a machine without it the tool says so and stops.
+gradients, momentum; no reserve; without the framework's peak extra, which `--fit` fits to such
+rows: sim.system.memory_fit). Measuring needs CUDA: on a machine without it the tool says so and
+stops. The rows of a device session go into hwconfigs/measurements/memory-*.json by hand (the
+tool's --json output, widths as repository paths with the epoch measured).
 """
 from __future__ import annotations
 
@@ -49,14 +53,37 @@ def measure(model, batch: int, chw: tuple[int, int, int], classes: int, device) 
             "reserved": torch.cuda.max_memory_reserved(device)}
 
 
+def _fit(path: Path) -> int:
+    from sim.errors import PrunesimError
+    from sim.system.memory_fit import fit_activation_overhead, load_memory_measurements
+    try:
+        m = load_memory_measurements(path)
+        fit = fit_activation_overhead(m)
+    except PrunesimError as e:
+        print(f"measure_memory: {e}", file=sys.stderr)
+        return 2
+    print(f"{m.workload} on {m.device}, torch {m.torch}: peak extra = {fit.share:.3f} x activations "
+          f"(least squares over {sum(not c.row.repeat for c in fit.checks)} rows; RMS error "
+          f"{100 * fit.rms:.1f} %)")
+    print(f"{'widths':44s} {'batch':>5s} {'measured GB':>11s} {'counted':>8s} {'+extra':>8s}")
+    for c in fit.checks:
+        print(f"{c.row.widths + (' (repeat)' if c.row.repeat else ''):44s} {c.row.batch:5d} "
+              f"{c.row.allocated / 1e9:11.3f} {100 * (c.counted / c.row.allocated - 1):+7.1f}% "
+              f"{100 * c.error:+7.1f}%")
+    return 0
+
+
 def _device(torch):
     return torch.device("cuda")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--batch", type=int, nargs="+", required=True)
+    ap.add_argument("--workload")
+    ap.add_argument("--batch", type=int, nargs="+")
+    ap.add_argument("--fit", type=Path, metavar="JSON",
+                    help="no measuring: fit a framework's activation_overhead to a measurement "
+                         "file (hwconfigs/measurements/memory-*.json) and print every row's error")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--trajectory", help="widths from a trajectory file (default: dense only)")
     src.add_argument("--rho", type=float, help="widths from the lasso-dose model at this rho")
@@ -66,6 +93,10 @@ def main(argv=None) -> int:
                     help="epochs of the trajectory to measure (default: the last)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     a = ap.parse_args(argv)
+    if a.fit:
+        return _fit(a.fit)
+    if not a.workload or not a.batch:
+        ap.error("--workload and --batch are needed to measure (or --fit JSON)")
     try:
         import torch
     except ImportError:

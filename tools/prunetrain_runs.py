@@ -11,7 +11,8 @@
     python tools/prunetrain_runs.py --grid psl     # per-sample lr vs passes over the data (CPU, ~2 h)
     python tools/prunetrain_runs.py --grid paper1x # the paper's setting at rho 0.1 / at wd 5e-4 (CPU, 2-5 h each)
     python tools/prunetrain_runs.py --grid task    # 20 classes (CIFAR-10 + Fashion-MNIST) and its 10-label control
-    python tools/prunetrain_runs.py --grid bottleneck --jobs 2 --out sim/data/prunetrain/pending  # bottleneck ResNet-29
+    python tools/prunetrain_runs.py --grid bottleneck --jobs 2   # bottleneck ResNet-29 (CPU, ~80 min)
+    python tools/prunetrain_runs.py --grid bottleneck-wide --device cuda   # at 4x width (GPU)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -143,13 +144,15 @@ PAPER1X_GRID = [RunConfig("resnet20", 0.1, 10, **_C16PAPER, init="he_fan_out"),
 # the width of the convs inside a block, as in ResNet-50) on the _C16 he_fan_out setting, at the
 # two rho of the ResNet-20 runs there: do a bottleneck's residual nodes prune as ResNet-20's do?
 # The authors' own ImageNet ResNet-50s keep ~65 % of their residual channels, the model ~95 %.
-# Written to pending/ first (`--out sim/data/prunetrain/pending`), ~80 min a run on one core.
+# ~80 min a run on one core; fitted (residual kind) since session 14.
 BOTTLENECK_GRID = [RunConfig("resnet29-bottleneck", r, 10, **_C16, init="he_fan_out")
                    for r in (0.25, 0.1)]
 # The same runs at 4x width (inner convs 64-256, ResNet-50's): the CPU runs' nodes pruned deeper
 # and their 16-64-wide inner spaces less than ResNet-20's; is the latter the expansion or a narrow
 # block's capacity? ~16x the MACs: a GPU grid (`--grid bottleneck-wide --device cuda`), same
-# setting step for step, so the two widths compare at the same dose schedule.
+# setting step for step, so the two widths compare at the same dose schedule. Session 14 on an
+# H200: ~5 min a run, two at once. The inner spaces kept more still: the expansion, not a narrow
+# block (docs/system.md). The narrow grid's H200 repeats are in pending/h200/ (a device control).
 BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4")
                         for c in BOTTLENECK_GRID]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,

@@ -26,7 +26,8 @@ def _workload_and_defaults(name: str):
     return load_workload(name), {}
 
 
-def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
+def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int,
+                  overhead: float = 0.0) -> None:
     """Refuse before any work: a device hwconfig that does not load (unless --roofline asks for the
     fallback), a --batch the device memory cannot hold, epochs x iterations above the budget."""
     import math
@@ -45,7 +46,7 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int) -> None:
                 from None
     if args.batch:
         need = footprint(w, batch, int(cl.training.activation_bytes.value),
-                         int(cl.device.reserved.value)).total
+                         int(cl.device.reserved.value), overhead).total
         if need > cl.device.memory.value:
             raise ConfigError(None, "--batch", f"batch {batch} of {w.name} needs {need / 1e9:,.1f} GB "
                               f"per device by the memory model; {cl.name}'s device has "
@@ -101,8 +102,8 @@ def build_runs(args):
             raise ConfigError(w.origin, "dataset", f"no default for dataset {ds!r}: give {opt}"
                               + ("" if d else " (or a trace directory as --workload: its "
                                  "provenance records the training it ran)"))
-    _check_inputs(args, w, cl, epochs, batch, samples)
     fw = framework_arg(getattr(args, "framework", None))
+    _check_inputs(args, w, cl, epochs, batch, samples, fw.activation_overhead)
     traj, dyn = None, None
     if pt is not None:
         t = args.trajectory

@@ -9,6 +9,9 @@ Counted from the workload's tensor shapes, as PyTorch autograd keeps them for th
   workspace: the explicit-GEMM (im2col) buffer of the largest layer: N*P*Q*C*R*S elements, the
     upper end of what cuDNN's algorithms ask for.
   weights, gradients, optimizer state: fp32 master weights, gradients and SGD momentum (4 B each).
+  peak extra: what a framework's peak allocation holds beyond all of the above, as a share of the
+    activations (FrameworkProfile.activation_overhead, measured by tools/measure_memory.py and
+    fitted by sim.system.memory_fit; 0 where a profile has no measurement).
   reserved: CUDA context and allocator slack, from the cluster's device section.
 """
 from __future__ import annotations
@@ -32,15 +35,17 @@ class Footprint:
     gradients: int
     optimizer: int
     reserved: int
+    peak_extra: int = 0
 
     @property
     def total(self) -> int:
         return (self.activations + self.transients + self.workspace + self.weights
-                + self.gradients + self.optimizer + self.reserved)
+                + self.gradients + self.optimizer + self.peak_extra + self.reserved)
 
     def to_json(self) -> dict:
         return {**{k: getattr(self, k) for k in ("batch", "activations", "transients", "workspace",
-                                                "weights", "gradients", "optimizer", "reserved")},
+                                                "weights", "gradients", "optimizer", "peak_extra",
+                                                "reserved")},
                 "total": self.total}
 
 
@@ -49,7 +54,10 @@ def tensor_elems(workload: Workload) -> dict[str, int]:
     return {t: a * b * d for t, (a, b, d) in tensor_chw(workload).items()}
 
 
-def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: int = 0) -> Footprint:
+def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: int = 0,
+              overhead: float = 0.0) -> Footprint:
+    """The footprint at `batch`; overhead: the framework's peak extra as a share of the
+    activations (FrameworkProfile.activation_overhead)."""
     el = tensor_elems(workload)
     layers = {l.name: l for l in workload.layers}
     kept: set[str] = set()
@@ -74,15 +82,16 @@ def footprint(workload: Workload, batch: int, activation_bytes: int, reserved: i
              * activation_bytes for l in workload.layers)
     params = workload.params()
     return Footprint(batch, act, trans, ws, params * PARAM_BYTES, params * PARAM_BYTES,
-                     params * PARAM_BYTES, int(reserved))
+                     params * PARAM_BYTES, int(reserved), int(round(overhead * act)))
 
 
 def max_batch(workload: Workload, capacity: float, activation_bytes: int, reserved: int = 0,
-              step: int = BATCH_STEP, limit: int = 1 << 16) -> int:
+              step: int = BATCH_STEP, limit: int = 1 << 16, overhead: float = 0.0) -> int:
     """Largest multiple of `step` whose footprint fits `capacity` bytes (0 if not even one step)."""
     best = 0
     b = step
-    while b <= limit and footprint(workload, b, activation_bytes, reserved).total <= capacity:
+    while b <= limit and footprint(workload, b, activation_bytes, reserved,
+                                   overhead).total <= capacity:
         best = b
         b += step
     return best

@@ -18,7 +18,8 @@ network input and the classifier outputs are never pruned. All three are round n
 has no dependence on the lasso ratio rho (a captured trajectory is what resolves that).
 
 Dynamic mini-batch (METHODS.md 3): after each reconfiguration the per-device batch grows in steps of
-32 while the memory footprint (sim.system.memory) fits; the learning rate scales by the same ratio.
+32 while the memory footprint (sim.system.memory, with the framework profile's activation_overhead)
+fits; the learning rate scales by the same ratio.
 Two capacities: "device" (the cluster's device memory minus its reserve) and "relative" (the
 initial batch is taken to fill the device: capacity = the dense footprint at the initial batch).
 """
@@ -255,11 +256,11 @@ class Run:
 
 
 def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserved: int,
-                cap: int) -> int:
+                cap: int, overhead: float = 0.0) -> int:
     """Grow in steps of 32 while the footprint fits; never past `cap` (the global batch may not
     exceed the training set)."""
     while batch + BATCH_STEP <= cap and \
-            footprint(w, batch + BATCH_STEP, act_bytes, reserved).total <= capacity:
+            footprint(w, batch + BATCH_STEP, act_bytes, reserved, overhead).total <= capacity:
         batch += BATCH_STEP
     return batch
 
@@ -283,14 +284,15 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     profile = resolve_framework(framework)
     act = int(tr.activation_bytes.value)
     reserved = int(dev.reserved.value)
+    over = profile.activation_overhead     # the framework's peak memory beyond autograd's
     levels = levels_of(cluster)
     notes = []
     capacity = None
     if dynamic_batch == "device":
         capacity = dev.memory.value
     elif dynamic_batch == "relative":
-        capacity = footprint(workload, batch, act, reserved).total
-    if capacity is not None and footprint(workload, batch, act, reserved).total > capacity:
+        capacity = footprint(workload, batch, act, reserved, over).total
+    if capacity is not None and footprint(workload, batch, act, reserved, over).total > capacity:
         notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the memory "
                      "model; kept anyway")
     # which layers skip WGC (and, for zero, the all-reduce) at each batch of the schedule period
@@ -333,7 +335,8 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
                               comm_seconds=mean(lambda i: i.comm_seconds),
                               exposed=mean(lambda i: i.exposed_comm_seconds),
                               flops=gemm_flops(w, b), macs=authors_macs(w, b), params=w.params(),
-                              memory=footprint(w, b, act, reserved).total, source=timing.source)
+                              memory=footprint(w, b, act, reserved, over).total,
+                              source=timing.source)
         return cache[key]
 
     out = []
@@ -345,7 +348,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         widths = trajectory.widths_at(e) if trajectory else {}
         w = apply_widths(workload, widths)
         if capacity is not None and widths != last_widths and e > 0:
-            b = _grow_batch(w, b, capacity, act, reserved, samples // nd)
+            b = _grow_batch(w, b, capacity, act, reserved, samples // nd, over)
         last_widths = widths
         st = stats(widths, w, b)
         source = st["source"]

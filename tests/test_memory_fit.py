@@ -1,0 +1,65 @@
+"""Measured peak memory vs the memory model: the bundled measurement, the fitted activation
+overhead of the pytorch-eager profile, and bad measurement files."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.frameworks import load_framework
+from sim.system.memory import footprint, max_batch
+from sim.system.memory_fit import (PYTORCH_MEMORY_FILE, fit_activation_overhead,
+                                   load_memory_measurements)
+from sim.workload import load_workload
+
+
+def test_the_profile_overhead_is_the_fit_of_the_bundled_measurement():
+    m = load_memory_measurements(PYTORCH_MEMORY_FILE)
+    fit = fit_activation_overhead(m)
+    assert load_framework("pytorch-eager").activation_overhead == pytest.approx(fit.share, abs=0.005)
+    for c in fit.checks:
+        # the op-by-op count alone is 12-15 % short of every measured peak ...
+        assert -0.2 < c.counted / c.row.allocated - 1 < -0.1
+        # ... and one share of the activations closes it for the dense and both pruned networks
+        assert abs(c.error) < 0.03, (c.row, c.error)
+    assert {c.row.widths for c in fit.checks} >= {"dense", "sim/data/authors/resnet50-imagenet-01.yaml",
+                                                 "sim/data/authors/resnet50-imagenet-02.yaml"}
+
+
+def test_overhead_is_a_share_of_the_activations_and_moves_the_batch_limit():
+    w = load_workload("resnet50-imagenet")
+    f0, f1 = footprint(w, 64, 4), footprint(w, 64, 4, 0, 0.19)
+    assert f1.peak_extra == round(0.19 * f0.activations)
+    assert f1.total - f0.total == f1.peak_extra and f1.to_json()["peak_extra"] == f1.peak_extra
+    cap = 11e9
+    assert max_batch(w, cap, 4, overhead=0.19) < max_batch(w, cap, 4)
+
+
+def _write(tmp_path, doc):
+    f = tmp_path / "mem.json"
+    f.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return f
+
+
+def _doc(**row):
+    r = {"widths": "dense", "batch": 64, "allocated": 7_000_000_000, "reserved": 8_000_000_000}
+    r.update(row)
+    return {"schema": "prunesim-memory-measurements", "workload": "resnet50-imagenet",
+            "device": "d", "torch": "t", "rows": [{k: v for k, v in r.items() if v is not None}]}
+
+
+@pytest.mark.parametrize("doc, field", [
+    ("{not json", None),
+    ({"schema": "other"}, "schema"),
+    (_doc(allocated=-5), "rows[0].allocated"),
+    (_doc(batch=None), "rows[0].batch"),
+    (_doc(widths="sim/data/authors/nope.yaml", epoch=89), "rows[0].widths"),
+    (_doc(widths="sim/data/authors/resnet50-imagenet-01.yaml"), "rows[0].epoch"),
+])
+def test_bad_measurement_file_is_one_line_naming_the_field(tmp_path, doc, field):
+    f = _write(tmp_path, doc)
+    with pytest.raises(ConfigError) as ei:
+        load_memory_measurements(f)
+    msg = str(ei.value)
+    assert "\n" not in msg and msg.startswith(str(f)) and (field is None or f": {field}: " in msg)
