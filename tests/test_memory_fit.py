@@ -63,3 +63,46 @@ def test_bad_measurement_file_is_one_line_naming_the_field(tmp_path, doc, field)
         load_memory_measurements(f)
     msg = str(ei.value)
     assert "\n" not in msg and msg.startswith(str(f)) and (field is None or f": {field}: " in msg)
+
+
+def test_measure_memory_writes_what_fit_reads(tmp_path, monkeypatch, capsys):
+    """tools/measure_memory.py's --json rows are the bundled schema: measured rows written by the
+    tool (a stand-in for the CUDA measurement that holds the count plus 0.3 x the activations)
+    give back 0.3 through --fit's loader and fit, dense and trajectory widths alike."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    from sim.system.memory_fit import REPO
+    spec = importlib.util.spec_from_file_location("measure_memory",
+                                                  REPO / "tools" / "measure_memory.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    planted = {}
+
+    def fake_measure(model, batch, chw, classes, device):
+        fp = footprint(planted["net"], batch, 4)
+        return {"allocated": fp.total + round(0.3 * fp.activations), "reserved": 2 * fp.total}
+
+    real_build = __import__("sim.capture.torchnet", fromlist=["build_model"]).build_model
+
+    def remember_build(net):
+        planted["net"] = net
+        return real_build(net)
+
+    monkeypatch.setattr(tool, "measure", fake_measure)
+    monkeypatch.setattr(tool, "_device", lambda t: t.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "stand-in")
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr("sim.capture.torchnet.build_model", remember_build)
+    traj = ("sim/data/prunetrain/resnet20-cifar10-16-rho0.25-i10-e182-b128-lr0.1-s391-fixedb-"
+            "aug2-flip-hefanout.yaml")
+    out = tmp_path / "rows.json"
+    assert tool.main(["--workload", "resnet20", "--batch", "32", "64", "--trajectory",
+                      str(REPO / traj), "--at", "90", "--json", str(out)]) == 0
+    m = load_memory_measurements(out)
+    assert [(r.widths, r.epoch, r.batch) for r in m.rows] == [
+        ("dense", 0, 32), ("dense", 0, 64), (traj, 90, 32), (traj, 90, 64)]
+    assert fit_activation_overhead(m).share == pytest.approx(0.3, abs=1e-6)
+    assert tool.main(["--fit", str(out)]) == 0
+    assert "peak extra = 0.300 x activations" in capsys.readouterr().out

@@ -15,10 +15,11 @@ a trajectory, so a device session can check the memory model and the capacity ru
 One forward, backward and SGD-with-momentum step per (widths, batch), fp32, after a warm-up step
 (cuDNN's algorithm search allocates its own workspace once); reports torch.cuda's peak allocated
 and reserved bytes and the model's footprint (activations, transients, workspace, weights,
-gradients, momentum; no reserve; without the framework's peak extra, which `--fit` fits to such
-rows: sim.system.memory_fit). Measuring needs CUDA: on a machine without it the tool says so and
-stops. The rows of a device session go into hwconfigs/measurements/memory-*.json by hand (the
-tool's --json output, widths as repository paths with the epoch measured).
+gradients, momentum; no reserve): as counted op by op, and with the default framework
+profile's peak extra, the share of the activations that `--fit` fits to such rows
+(sim.system.memory_fit). Measuring needs CUDA: on a machine without it the tool says so and
+stops. `--json` writes the rows in the schema of hwconfigs/measurements/memory-*.json, ready
+for `--fit` (repeat rows marked by hand when one file gathers several runs).
 """
 from __future__ import annotations
 
@@ -112,20 +113,24 @@ def main(argv=None) -> int:
     from sim.system.trajectory import apply_widths
     from sim.workload import load_workload, tensor_chw
     w = load_workload(a.workload)
-    if a.trajectory is None and a.rho is None:
-        nets = [("dense", w)]
-    else:
+    # (label, network, the row's widths and epoch in the measurement-file schema)
+    nets = [("dense", w, {"widths": "dense"})]
+    if a.trajectory is not None or a.rho is not None:
         tr = (load_trajectory(a.trajectory, w) if a.trajectory else
               lasso_trajectory(w, a.rho, a.interval, a.epochs, min(a.batch)))
-        nets = [("dense", w)] + [(f"epoch {e}", apply_widths(w, tr.widths_at(e)))
-                                 for e in (a.at or [a.epochs - 1])]
+        src = (_repo_path(a.trajectory) if a.trajectory else
+               f"lasso model rho={a.rho} interval={a.interval} epochs={a.epochs}")
+        nets += [(f"epoch {e}", apply_widths(w, tr.widths_at(e)), {"widths": src, "epoch": e})
+                 for e in (a.at or [a.epochs - 1])]
     dev = _device(torch)
     chw = tensor_chw(w)[w.layers[0].in_tensor]
     classes = w.layers[-1].c_out
     rows = []
+    from sim.system.timeline import resolve_framework
+    over = resolve_framework(None).activation_overhead   # the default profile's peak extra
     print(f"{'widths':10s} {'batch':>5s} {'allocated GB':>12s} {'reserved GB':>11s} "
-          f"{'model GB':>8s} {'alloc/model':>11s}")
-    for label, net in nets:
+          f"{'counted GB':>10s} {'alloc/counted':>13s} {f'+{over:g} x act':>11s}")
+    for label, net, where in nets:
         model = build_model(net).to(dev).train()
         for b in a.batch:
             try:
@@ -134,16 +139,30 @@ def main(argv=None) -> int:
                 print(f"{label:10s} {b:5d} {'out of memory':>12s}")
                 torch.cuda.empty_cache()
                 continue
-            mod = footprint(net, b, 4).total
-            rows.append({"widths": label, "batch": b, **got, "model": mod})
+            mod, full = footprint(net, b, 4).total, footprint(net, b, 4, 0, over).total
+            rows.append({**where, "batch": b, **got})
             print(f"{label:10s} {b:5d} {got['allocated'] / 1e9:12.3f} {got['reserved'] / 1e9:11.3f} "
-                  f"{mod / 1e9:8.3f} {got['allocated'] / mod:11.3f}")
+                  f"{mod / 1e9:10.3f} {got['allocated'] / mod:13.3f} {full / 1e9:11.3f}")
         del model
         torch.cuda.empty_cache()
     if a.json:
-        a.json.write_text(json.dumps({"workload": w.name, "device": torch.cuda.get_device_name(dev),
-                                      "rows": rows}, indent=1) + "\n")
+        # the schema of hwconfigs/measurements/memory-*.json (sim.system.memory_fit); rows of
+        # --rho widths name no file and are refused by --fit
+        a.json.write_text(json.dumps({
+            "schema": "prunesim-memory-measurements", "version": 1,
+            "device": torch.cuda.get_device_name(dev), "torch": str(torch.__version__),
+            "dtype": "fp32", "workload": w.name,
+            "tool": "tools/measure_memory.py: one forward, backward and SGD-momentum step after a "
+                    "warm-up step; torch.cuda.max_memory_allocated / max_memory_reserved; "
+                    "cudnn.benchmark off; model built by sim.capture.torchnet.build_model",
+            "rows": rows}, indent=1) + "\n")
     return 0
+
+
+def _repo_path(path: str) -> str:
+    """A trajectory file as a path from the repository root where it is inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
 
 
 if __name__ == "__main__":
