@@ -56,11 +56,13 @@ def _doc(**row):
     (_doc(batch=None), "rows[0].batch"),
     (_doc(widths="sim/data/authors/nope.yaml", epoch=89), "rows[0].widths"),
     (_doc(widths="sim/data/authors/resnet50-imagenet-01.yaml"), "rows[0].epoch"),
+    ({**_doc(), "workload": "no-such-net"}, "workload"),
+    (_doc(repeat=True), "rows"),
 ])
 def test_bad_measurement_file_is_one_line_naming_the_field(tmp_path, doc, field):
     f = _write(tmp_path, doc)
     with pytest.raises(ConfigError) as ei:
-        load_memory_measurements(f)
+        fit_activation_overhead(load_memory_measurements(f))
     msg = str(ei.value)
     assert "\n" not in msg and msg.startswith(str(f)) and (field is None or f": {field}: " in msg)
 

@@ -128,9 +128,13 @@ class OverheadFit:
 def fit_activation_overhead(m: MemoryMeasurements, activation_bytes: int = 4) -> OverheadFit:
     """Least squares through the origin of (measured - counted) on the activations, over the
     rows that are not repeats; every row (repeats too) checked with the fitted share."""
+    from sim.errors import PrunesimError
     from sim.system.memory import footprint
     from sim.workload import load_workload
-    w = load_workload(m.workload)
+    try:
+        w = load_workload(m.workload)
+    except PrunesimError as e:
+        raise ConfigError(m.path, "workload", f"{m.workload!r} does not load ({e})") from None
     nets: dict[tuple[str, int], Workload] = {}
     base = []
     for r in m.rows:
@@ -140,6 +144,8 @@ def fit_activation_overhead(m: MemoryMeasurements, activation_bytes: int = 4) ->
         fp = footprint(nets[key], r.batch, activation_bytes)
         base.append((r, fp.activations, fp.total))
     fit_rows = [(r, a, c) for r, a, c in base if not r.repeat]
+    if not fit_rows:
+        raise ConfigError(m.path, "rows", "every row is marked a repeat: nothing to fit")
     share = (sum((r.allocated - c) * a for r, a, c in fit_rows)
              / sum(a * a for _, a, _ in fit_rows))
     checks = tuple(RowCheck(r, a, c, c + int(round(share * a))) for r, a, c in base)
