@@ -1100,22 +1100,23 @@ def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sc
                                                batch * (4 if classes == 1000 else 1), pf)
     if m is None:
         return
-    r = simulate_run(w, one["gtx1080ti-11gb"], parse_method(f"prunetrain:rho={rho},interval="
-                     f"{interval}"), epochs=epochs, batch=batch, trajectory=m[0],
-                     dynamic_batch="relative")
-    got, prev = [], None
-    for e in r.epochs:
-        if e.batch != prev:
-            got.append(f"{e.batch}" + (f" @{e.epoch}" if e.epoch else ""))
-            prev = e.batch
     pub_s = " -> ".join(f"{b}" + (f" @{e}" if e else "") for e, b in sched)
-    yield Row("C", f"{label}: dynamic mini-batch (relative capacity), memory model fed the "
-              f"published training FLOPs ({100 * pf:.0f} %)", pub_s, " -> ".join(got), "steps",
-              f"gtx1080ti-11gb / {w.name} / model trajectory, pruned fraction x{m[1]:.2f}",
-              status="qualitative",
-              note="error budget: what this misses is the memory model's share (activations per "
-                   "sample shrink with the channels, not with FLOPs); the rest of the miss in the "
-                   "rows above is the trajectory's")
+    for mode in ("relative", "device"):
+        r = simulate_run(w, one["gtx1080ti-11gb"], parse_method(f"prunetrain:rho={rho},interval="
+                         f"{interval}"), epochs=epochs, batch=batch, trajectory=m[0],
+                         dynamic_batch=mode)
+        got, prev = [], None
+        for e in r.epochs:
+            if e.batch != prev:
+                got.append(f"{e.batch}" + (f" @{e.epoch}" if e.epoch else ""))
+                prev = e.batch
+        yield Row("C", f"{label}: dynamic mini-batch ({mode} capacity), memory model fed the "
+                  f"published training FLOPs ({100 * pf:.0f} %)", pub_s, " -> ".join(got),
+                  "steps", f"gtx1080ti-11gb / {w.name} / model trajectory, pruned fraction "
+                  f"x{m[1]:.2f}", status="qualitative",
+                  note="error budget: what this misses is the memory model's share (activations "
+                       "per sample shrink with the channels, not with FLOPs); the rest of the "
+                       "miss in the rows above is the trajectory's")
 
 
 def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
