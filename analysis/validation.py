@@ -944,7 +944,7 @@ AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
 def _c_authors_rows() -> Iterator[Row]:
     """Error budget with the authors' own pruned networks (final widths from their code dump,
     sim/data/authors): what the engine and the memory model make of the paper's real input."""
-    from sim.system.memory import BATCH_STEP, footprint
+    from sim.system.memory import BATCH_STEP, footprint, max_batch
     from sim.system.prunetrain import apply_widths, load_trajectory
     from sim.workload import load_workload
     w = load_workload("vgg11-cifar")
@@ -966,11 +966,8 @@ def _c_authors_rows() -> Iterator[Row]:
     over = resolve_framework(None).activation_overhead
     rules = (("relative", footprint(w, 64, 4, reserve, over).total), ("device", dev.memory.value))
 
-    def grown(net, cap):
-        b = 64
-        while footprint(net, b + BATCH_STEP, 4, reserve, over).total <= cap:
-            b += BATCH_STEP
-        return b
+    def grown(net, cap):   # from 64 (kept even where it does not fit), in steps of 32
+        return max(64, max_batch(net, cap, 4, reserve, BATCH_STEP, overhead=over))
 
     dense = {rule: grown(w, cap) for rule, cap in rules}
     for tag in ("01", "02"):
