@@ -935,10 +935,68 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,
                                    one)
     yield from _c_authors_rows()
+    if not quick:
+        yield from _c_measured_rows()
     yield from _c_comm_rows(quick, dense_m)
 
 
 AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
+
+
+def _measured_runs(wl_name: str, rho: float, interval: int, epochs: int) -> list[Path]:
+    """Real runs of Table 1's own network on 32 x 32 CIFAR-10 (tools/prunetrain_runs.py --grid
+    table1), fitted or pending: sim/data/prunetrain and its pending/ subfolders."""
+    from sim.system.lasso_model import RUNS_DIR
+    pat = f"{wl_name}-cifar10-32-rho{rho:g}-i{interval}-e{epochs}-*.yaml"
+    return sorted(RUNS_DIR.glob(pat)) + sorted(RUNS_DIR.glob(f"pending/*/{pat}"))
+
+
+def _c_measured_rows() -> Iterator[Row]:
+    """Error budget with real PruneTrain runs at the paper's own setting (CIFAR-10 at 32 x 32, its
+    per-sample lr, 182 epochs, the authors' init): each CIFAR-10 Table 1 row with the engine fed
+    the run's measured trajectory instead of the model's. A run stopped early holds its last
+    widths to the end, so its FLOPs and time are upper bounds (pruning only removes); one stopped
+    before its last lr decay is left out (the bound would be loose: the high-lr epochs prune)."""
+    from sim.methods import parse_method
+    from sim.errors import ConfigError
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import apply_widths, load_trajectory, simulate_run
+    from sim.workload import load_workload
+    from sim.yamlio import load_yaml_file
+    cl = load_cluster("gtx1080ti-11gb").with_devices(1)
+    for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in PUB_C_TABLE1:
+        if classes != 10:
+            continue
+        w = load_workload(wl_name)
+        for path in _measured_runs(wl_name, rho, interval, epochs):
+            doc = load_yaml_file(path, ConfigError)
+            ran = len(doc.get("per_epoch", []))
+            cfg = doc.get("run", {})
+            if ran <= round(max(cfg.get("lr_decay_at") or [1.0]) * epochs):
+                continue   # stopped before its last lr decay: most of its pruning is still to come
+            tr = load_trajectory(path, w)
+            fr = _train_flops_frac(w, tr, epochs, batch)
+            inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
+            part = ("" if ran >= epochs else
+                    f", stopped at epoch {ran} of {epochs}: upper bound")
+            what = f"engine fed a real run at the paper's setting ({path.stem.split('-rho')[0]}{part})"
+            src = f"{path.relative_to(REPO)} / {w.name}"
+            note = (f"measured trajectory (GPU run: batch {cfg.get('batch')} at lr {cfg.get('lr')}, "
+                    f"the paper's per-sample lr; weight decay {cfg.get('weight_decay')}); last "
+                    f"widths held from epoch {tr.points[-1][0]} to {epochs}; the model row's "
+                    "distance from this one is the trajectory model's error, this row's from "
+                    "the published figure the run-to-run and setting spread")
+            yield Row("C", f"{label}: training FLOPs vs dense, {what}", pf * 100, 100 * fr, "%",
+                      src, status="input", note=note)
+            yield Row("C", f"{label}: inference FLOPs vs dense, {what}", pinf * 100, 100 * inf,
+                      "%", src, status="input", note=note)
+            pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
+            d = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
+            p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
+            ptime = ptimes["gtx1080ti-11gb"]
+            yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",
+                      ptime * 100, 100 * p.train_seconds / d.train_seconds, "%", src,
+                      status="input", note=note)
 
 
 def _c_authors_rows() -> Iterator[Row]:

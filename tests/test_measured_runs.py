@@ -1,0 +1,48 @@
+"""Real PruneTrain runs at the paper's own setting (32 x 32 CIFAR-10, GPU) as validation inputs."""
+from pathlib import Path
+
+import pytest
+
+from sim.system.lasso_model import RUNS_DIR, read_run
+from sim.system.prunetrain import load_trajectory
+from sim.workload import load_workload
+from sim.yamlio import load_yaml_file
+from sim.errors import ConfigError
+
+C32 = sorted(RUNS_DIR.glob("**/*-cifar10-32-*.yaml"))
+
+
+def test_the_32x32_runs_are_bundled():
+    names = {p.name.split("-rho")[0] + "-" + p.name.split("-rho")[1].split("-")[0] for p in C32}
+    assert {"resnet32-cifar10-32-0.2", "vgg11-cifar-cifar10-32-0.2"} <= names
+
+
+@pytest.mark.parametrize("path", [p for p in C32 if "-rho0.2-" in p.name][:2],
+                         ids=lambda p: p.stem[:40])
+def test_run_file_last_widths_are_its_log_at_the_last_reconfiguration(path: Path):
+    """The trajectory points rebuilt from a run's log (--from-log) are the log's kept channels of
+    the epoch before each reconfiguration: the validation feeds the engine exactly what ran."""
+    doc = load_yaml_file(path, ConfigError)
+    w = load_workload(doc["workload"])
+    tr = load_trajectory(path, w)
+    last = tr.points[-1][0]
+    kept = doc["per_epoch"][last - 1]["kept"]
+    widths = tr.widths_at(last)
+    for layer, (_, c_out) in widths.items():
+        if layer in kept:
+            assert c_out == kept[layer], layer
+    run = read_run(path)
+    assert run.rho == doc["run"]["rho"] and len(run.keep_plain) == len(doc["per_epoch"])
+
+
+def test_measured_rows_only_for_runs_past_their_last_lr_decay():
+    from analysis.validation import _c_measured_rows
+    rows = list(_c_measured_rows())
+    assert rows and all(r.status == "input" for r in rows)
+    whats = " ".join(r.what for r in rows)
+    assert "CIFAR-10 VGG-11" in whats
+    assert "ResNet-32" not in whats          # stopped at epoch 54, before the decay at 91
+    flops = {r.what.split(":")[1].split(",")[0].strip(): r.modeled for r in rows
+             if r.what.startswith("CIFAR-10 VGG-11")}
+    # training FLOPs average over a network that only shrinks: above the final network's
+    assert flops["inference FLOPs vs dense"] < flops["training FLOPs vs dense"] < 100
