@@ -937,6 +937,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     yield from _c_authors_rows()
     if not quick:
         yield from _c_measured_rows()
+        yield from _c_measured_held_out_rows()
     yield from _c_comm_rows(quick, dense_m)
 
 
@@ -997,6 +998,35 @@ def _c_measured_rows() -> Iterator[Row]:
             yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",
                       ptime * 100, 100 * p.train_seconds / d.train_seconds, "%", src,
                       status="input", note=note)
+
+
+def _c_measured_held_out_rows() -> Iterator[Row]:
+    """The trajectory model against the 32 x 32 CIFAR-10 runs that are not in its fit
+    (sim/data/prunetrain/pending/*/): the bundled fit predicts each with the run's own inputs; the
+    last kept fraction of each kind, and the RMS over every epoch the run has."""
+    import numpy as np
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
+    fit = bundled_fit()
+    runs = [r for r in (read_run(p) for p in sorted(RUNS_DIR.glob("pending/*/*-cifar10-32-*.yaml")))
+            if r.name not in set(fit.runs)]
+    for kind, resid in (("plain spaces", False), ("residual nodes", True)):
+        rs = [r for r in runs if r.has_residual or not resid]
+        if not rs:
+            continue
+        meas = [r.keep_residual if resid else r.keep_plain for r in rs]
+        pred = [fit.keep_run(r, resid) for r in rs]
+        rms = float(np.sqrt(np.mean(np.concatenate([p - m for p, m in zip(pred, meas)]) ** 2)))
+        which = ", ".join(f"{r.name.split('-cifar10-32-')[0]} rho {r.rho:g} ({len(m)} ep.)"
+                          for r, m in zip(rs, meas))
+        yield Row("C", "trajectory model, held out: Table 1's CIFAR-10 networks on 32 x 32 "
+                  f"CIFAR-10 at the paper's per-sample lr (GPU runs, not fitted); last kept "
+                  f"fraction ({kind})", float(np.mean([m[-1] for m in meas])),
+                  float(np.mean([p[-1] for p in pred])), "fraction",
+                  "the bundled fit, each run's own inputs", status="input",
+                  note=f"RMS over all epochs {rms:.3f}; runs {which}; measured "
+                       f"{[round(float(m[-1]), 3) for m in meas]}, predicted "
+                       f"{[round(float(p[-1]), 3) for p in pred]} (real runs, not a published "
+                       "number; the last epoch is each run's own, not 182)")
 
 
 def _c_authors_rows() -> Iterator[Row]:

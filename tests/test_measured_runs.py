@@ -46,3 +46,13 @@ def test_measured_rows_only_for_runs_past_their_last_lr_decay():
              if r.what.startswith("CIFAR-10 VGG-11")}
     # training FLOPs average over a network that only shrinks: above the final network's
     assert flops["inference FLOPs vs dense"] < flops["training FLOPs vs dense"] < 100
+
+
+def test_held_out_rows_report_the_runs_own_last_epoch():
+    from analysis.validation import _c_measured_held_out_rows
+    rows = {r.what.rsplit("(", 1)[-1].rstrip(")"): r for r in _c_measured_held_out_rows()}
+    assert set(rows) == {"plain spaces", "residual nodes"}
+    runs = [read_run(p) for p in C32 if "pending" in p.parts]
+    assert rows["plain spaces"].published == pytest.approx(
+        sum(r.keep_plain[-1] for r in runs) / len(runs))
+    assert "vgg11-cifar rho 0.2 (142 ep.)" in rows["plain spaces"].note
