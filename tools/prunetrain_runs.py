@@ -13,7 +13,7 @@
     python tools/prunetrain_runs.py --grid task    # 20 classes (CIFAR-10 + Fashion-MNIST) and its 10-label control
     python tools/prunetrain_runs.py --grid bottleneck --jobs 2   # bottleneck ResNet-29 (CPU, ~80 min)
     python tools/prunetrain_runs.py --grid bottleneck-wide --device cuda   # at 4x width (GPU)
-    python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 5   # Table 1's CIFAR-10 nets, 32 x 32
+    python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 4   # Table 1's CIFAR-10 nets, 32 x 32
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -161,9 +161,11 @@ BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4"
 # session runs at once: ResNet-32 and VGG-11 at rho 0.2 (Table 1's rows) and 0.25, VGG-13 at 0.2.
 # The trajectory model was fitted to 16 x 16 runs alone; these are the validation's input rows
 # (measured trajectory -> engine) and a held-out check of the model at the paper's image size.
-# The data reaches a device machine in three calls (tools/pack_cifar10.py). Session 15, five at
-# once on one H200 for the 600 s of one call: VGG-11 to epoch 142-144 of 182 (past both lr
-# decays), ResNet-32 to 52-54 and VGG-13 to 45; rebuilt with --from-log into pending/h200-c32/.
+# The data reaches a device machine in three calls (tools/pack_cifar10.py). Session 15, one H200,
+# --jobs 4 for 520 s (~3.6 s an epoch for VGG-11, ~9.8 s for ResNet-32 with four sharing it):
+# VGG-11 to epoch 142-144 of 182 (past both lr decays), ResNet-32 to 52-54; VGG-13 started when
+# the others were interrupted and ran 45 epochs alone (~1.8 s each). Rebuilt with --from-log into
+# pending/h200-c32/ (not fitted). A whole grid needs ~10 min of one GPU per run at four at once.
 TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
                (("resnet32", 0.2), ("vgg11-cifar", 0.2), ("resnet32", 0.25),
                 ("vgg11-cifar", 0.25), ("vgg13-cifar", 0.2))]
