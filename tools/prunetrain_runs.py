@@ -14,6 +14,7 @@
     python tools/prunetrain_runs.py --grid bottleneck --jobs 2   # bottleneck ResNet-29 (CPU, ~80 min)
     python tools/prunetrain_runs.py --grid bottleneck-wide --device cuda   # at 4x width (GPU)
     python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 4   # Table 1's CIFAR-10 nets, 32 x 32
+    ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -176,26 +177,46 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "table1": TABLE1_GRID}
 
 
+class _Deadline(Exception):
+    """Raised from the per-epoch log callback once --stop-after's wall-clock deadline passed."""
+
+
 def _run_to_file(c: RunConfig, out: Path, log_dir: Path | None, progress=None,
-                 threads: int | None = None) -> str:
+                 threads: int | None = None, deadline: float | None = None) -> str:
     """One run; per-epoch records streamed to <log_dir>/<name>.jsonl (a run stopped early keeps
     its trajectory so far). threads: torch's intra-op threads in this process (a spawned job does
     not inherit the parent's setting; two jobs of two threads on two cores spend their time
-    yielding to each other, ~20x slower)."""
+    yielding to each other, ~20x slower). deadline (time.time(), needs log_dir): the run stops at
+    the first epoch end past it and its file is written from its log (doc_from_log); a run not
+    started by then is skipped. Each run stops itself, so the time limit of a device call can
+    end a pool of runs cleanly (a signal to the pool starts the next queued run instead)."""
     import json
+    import time
+    if deadline is not None and time.time() >= deadline:
+        return f"{c.name}: not started, past the --stop-after deadline"
     if threads is not None:
         import torch
         torch.set_num_threads(threads)
     log = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        fh = open(log_dir / f"{c.name}.jsonl", "w")
+        logf = log_dir / f"{c.name}.jsonl"
+        fh = open(logf, "w")
 
         def log(rec):
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
-    doc = run_one(c, progress=progress, log=log)
+            if deadline is not None and "epoch" in rec and time.time() >= deadline:
+                raise _Deadline(rec["epoch"])
     f = out / f"{c.name}.yaml"
+    try:
+        doc = run_one(c, progress=progress, log=log)
+    except _Deadline as stop:
+        fh.close()
+        ran = int(stop.args[0]) + 1
+        write_run(doc_from_log(logf, c, f"stopped by --stop-after at the end of epoch {ran} of "
+                                        f"{c.epochs}"), f)
+        return f"{c.name} -> {f}: stopped by --stop-after after {ran} of {c.epochs} epochs"
     write_run(doc, f)
     return (f"{c.name} -> {f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}: "
             f"{doc['run']['seconds']} s, val acc {doc['run']['val_accuracy']:.3f}")
@@ -273,6 +294,10 @@ def main(argv=None) -> int:
                     help="write the run file of a grid run from its per-epoch log (a run stopped "
                          "before writing it); the note says why")
     ap.add_argument("--note", default="rebuilt from its per-epoch log")
+    ap.add_argument("--stop-after", type=float, metavar="SECONDS", default=None,
+                    help="wall-clock budget from now: each run stops at its first epoch end past "
+                         "it and is written from its log (needs --log-dir); runs not started by "
+                         "then are skipped")
     a = ap.parse_args(argv)
     if a.from_log:
         name = a.from_log.name.removesuffix(".jsonl")
@@ -292,6 +317,15 @@ def main(argv=None) -> int:
         return report(a.out)
     if a.jobs < 1:
         ap.error("--jobs must be >= 1")
+    deadline = None
+    if a.stop_after is not None:
+        import math
+        import time
+        if not (math.isfinite(a.stop_after) and a.stop_after > 0):
+            ap.error(f"--stop-after must be a number of seconds > 0, got {a.stop_after}")
+        if a.log_dir is None:
+            ap.error("--stop-after needs --log-dir (a stopped run's file is rebuilt from its log)")
+        deadline = time.time() + a.stop_after
     from dataclasses import replace
     todo = [replace(c, device=a.device) if a.device else c
             for c in GRIDS[a.grid] if not a.only or a.only in c.name]
@@ -306,7 +340,7 @@ def main(argv=None) -> int:
         from concurrent.futures import ProcessPoolExecutor, as_completed
         todo = [c for c in todo if a.force or not (a.out / f"{c.name}.yaml").exists()]
         with ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(_run_to_file, c, a.out, a.log_dir, None, a.threads): c
+            futs = {ex.submit(_run_to_file, c, a.out, a.log_dir, None, a.threads, deadline): c
                     for c in todo}
             for k, fu in enumerate(as_completed(futs), 1):
                 try:
@@ -319,7 +353,8 @@ def main(argv=None) -> int:
         if f.exists() and not a.force:
             print(f"[{k}/{len(todo)}] {c.name}: exists, skipped")
             continue
-        print("  " + _run_to_file(c, a.out, a.log_dir, bar(f"[{k}/{len(todo)}] {c.name}")))
+        print("  " + _run_to_file(c, a.out, a.log_dir, bar(f"[{k}/{len(todo)}] {c.name}"),
+                                  deadline=deadline))
     return 0
 
 
