@@ -24,8 +24,17 @@ if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir
     atexit.register(shutil.rmtree, _hypothesis_dir, True)
 
-import numpy as np
-import pytest
+# One BLAS thread for NumPy/SciPy (OpenBLAS) in the test process and the subprocesses it starts,
+# unless the user chose otherwise. The suite runs one test at a time on a 2-core machine, where a
+# second BLAS thread gains little, and when anything else holds a core (a subprocess the test
+# started, another job) OpenBLAS's spinning threads stall each other: the lasso-model fits took
+# 5-20x longer (test_fit_recovers_known_parameters 0.4 s alone, 7-8 s in a loaded run). Results do
+# not depend on it (sim.engines.cpu.calibrate pins BLAS to one thread itself for its measurements).
+# Set before NumPy is first imported, which is here (pytest and its plugins do not import it).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 from sim.traces.format import TraceWriter
 from sim.workload import Workload, load_workload

@@ -50,9 +50,21 @@ SYNTH = ["trace", "synth", "--workload", "resnet20", "--batch", "16", "--iterati
 
 @pytest.fixture(scope="module")
 def reference_synth(tmp_path_factory):
+    """The uninterrupted run's checksums: started here, waited for on first use (each synthesis
+    is one single-threaded process of ~10 s, mostly start-up: it runs beside the test's own)."""
     d = tmp_path_factory.mktemp("ref") / "t"
-    assert _run(SYNTH + ["--out", str(d)]).wait(timeout=300) == 0
-    return _checksums(d)
+    p = _run(SYNTH + ["--out", str(d)])
+    done: dict = {}
+
+    def checksums() -> dict:
+        if not done:
+            assert p.wait(timeout=300) == 0
+            done["sums"] = _checksums(d)
+        return done["sums"]
+    yield checksums
+    if p.poll() is None:
+        p.kill()
+        p.wait()
 
 
 def test_kill9_during_synthesis_then_rerun(tmp_path, reference_synth):
@@ -67,10 +79,20 @@ def test_kill9_during_synthesis_then_rerun(tmp_path, reference_synth):
             kills += 1
         p.wait(timeout=60)
         _assert_partial_is_sound(d)
-        # the rerun (with --force over the partial directory) equals an uninterrupted run
-        assert _run(SYNTH + ["--out", str(d), "--force"]).wait(timeout=300) == 0
-        assert _checksums(d) == reference_synth
-        assert open_trace(d).complete
+    # the reruns (with --force over each partial directory) equal an uninterrupted run; they are
+    # started together once every kill has landed (their directories are separate)
+    reruns = [(d, _run(SYNTH + ["--out", str(d), "--force"]))
+              for d in (tmp_path / f"t{attempt}" for attempt in range(3))]
+    try:
+        for d, p in reruns:
+            assert p.wait(timeout=300) == 0
+            assert _checksums(d) == reference_synth()
+            assert open_trace(d).complete
+    finally:
+        for _, p in reruns:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert kills >= 1, "the synthesis always finished before the kill: make it longer"
 
 
@@ -101,11 +123,12 @@ def test_capture_killed_leaves_a_sound_trace(tmp_path):
     _assert_partial_is_sound(d)
 
 
-def test_a_listed_tensor_replaced_by_a_partial_write_is_caught(tmp_path):
-    """What atomic renames prevent, shown directly: a torn file is never accepted."""
-    d = tmp_path / "t"
-    assert _run(["trace", "synth", "--workload", "cnn2", "--batch", "4", "--out", str(d)]).wait(
-        timeout=120) == 0
+def test_a_listed_tensor_replaced_by_a_partial_write_is_caught(cnn2_trace):
+    """What atomic renames prevent, shown directly: a torn file is never accepted. (The trace is
+    the shared cnn2 fixture, written by TraceWriter as `trace synth` writes its traces; a synth
+    subprocess here cost ~6 s, nearly all of it start-up.)"""
+    d = cnn2_trace
+    verify_record(d, open_trace(d).records[0])      # whole, it verifies
     tr = open_trace(d)
     f = d / tr.records[0].path
     data = f.read_bytes()

@@ -15,16 +15,23 @@ from sim.system.prunetrain import apply_widths, lasso_trajectory
 from sim.workload import load_workload
 
 
+def _read_yaml(path):
+    """A bundled run file as safe_load reads it, with libyaml's parser where PyYAML has it (the
+    files are large: the pure-Python parser takes ~0.6 s per file, libyaml ~0.1 s; the same
+    document either way). The code under test reads them with its own strict loader."""
+    import yaml
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def test_analytic_group_norm_matches_the_measured_one():
     # R0 at the run's init (PyTorch's default or the authors'), computed from the workload alone,
     # vs the real runs' first R
     runs = {p.name: p for p in bundled_runs()}
     assert runs, "no bundled PruneTrain runs"
-    import yaml
     from sim.system.lasso_model import RUNS_DIR
     files = sorted(RUNS_DIR.glob("*.yaml"))
     for f in files[:3] + [f for f in files if "hefanout" not in f.name][:2]:
-        doc = yaml.safe_load(f.read_text())
+        doc = _read_yaml(f)
         r0, _ = init_group_norms(load_workload(doc["workload"]), doc["run"].get("init", "torch"))
         assert r0 == pytest.approx(doc["run"]["first_group_norm"], rel=0.02)
 
@@ -125,12 +132,11 @@ def test_trajectory_file_with_rho_is_refused(tmp_path, capsys):
 
 
 def test_bundled_run_files_load_as_trajectories():
-    import yaml
     from sim.system.lasso_model import RUNS_DIR
     from sim.system.prunetrain import load_trajectory
     wls = {}
     for f in sorted(RUNS_DIR.glob("*.yaml"))[:4]:
-        doc = yaml.safe_load(f.read_text())
+        doc = _read_yaml(f)
         wl = wls.setdefault(doc["workload"], load_workload(doc["workload"]))
         t = load_trajectory(f, wl)
         assert t.points and all(e % doc["run"]["interval"] == 0 for e, _ in t.points)
@@ -239,6 +245,49 @@ def test_stored_fit_belongs_to_the_bundled_runs():
     assert len(doc["fit"]["runs"]) == len(bundled_runs())
 
 
+def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
+    """The fast part of the check below (which refits every run, 1.5-5 min on 2 cores, so it
+    runs with `-m slow`): the stored parameters, put through the current model (KindFit.keep,
+    read_run, spread_keep) over exactly the runs each kind is fitted to, give the RMS errors
+    fit.json records, the kinds' (plain, residual, overall) and the spread's (tilt_rms): a change
+    to the model or to how run files are read, made without `--write-fit`, fails here. A change
+    to the search alone (grids, refinement) that moves the optimum is the slow test's to catch."""
+    import math
+    from sim.system.lasso_model import PLAIN_FROM_BASIC, spread_keep
+    runs = bundled_runs()
+    fit = bundled_fit()
+    assert list(fit.runs) == [r.name for r in runs]
+    plain_runs = [r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC] or list(runs)
+    with_res = [r for r in runs if r.has_residual] or list(runs)
+    for resid, rs, attr, spaces in ((False, plain_runs, "keep_plain", "plain_spaces"),
+                                    (True, with_res, "keep_residual", "residual_spaces")):
+        kf = fit.kind(resid)
+        err = np.concatenate([fit.keep_run(r, resid) - getattr(r, attr) for r in rs])
+        assert math.sqrt(np.mean(err ** 2)) == pytest.approx(kf.rms, rel=1e-11), attr
+        # fit_spread's objective at the stored (tilt, block): every 5th epoch of every space,
+        # each run's own channel-weighted mean spread over its spaces
+        sse, n = 0.0, 0
+        for d in (getattr(r, spaces) for r in rs):
+            if d is None or len(d.c) < 2:
+                continue
+            k = d.keep[4::5] if len(d.keep) > 4 else d.keep
+            later = d.later if d.later is not None else np.zeros(len(d.c))
+            mean = (k * d.c).sum(axis=1) / d.c.sum()
+            sse += float(((spread_keep(mean, d.c, kf.tilt * d.z + kf.block * later) - k) ** 2)
+                         .sum())
+            n += k.size
+        assert n and math.sqrt(sse / n) == pytest.approx(kf.tilt_rms, rel=1e-11), spaces
+    assert fit.rms == pytest.approx(math.sqrt((fit.plain.rms ** 2 + fit.residual.rms ** 2) / 2),
+                                    rel=1e-12)
+    # the terms no run above can inform are the fit's fixed values: no later-block exponent for
+    # residual nodes (fit_spread(blocks=False)); no expansion terms for the plain kind (its runs
+    # are basic-block and VGG runs, E = 1)
+    assert fit.residual.block == 0.0
+    assert not PLAIN_FROM_BASIC or fit.plain.xi == fit.plain.xi_clock == 0.0
+
+
+@pytest.mark.slow   # refits every bundled run (1.5-5 min on 2 cores); the default run keeps the
+#                     digest check and test_stored_fit_reproduces_its_errors_on_the_bundled_runs
 def test_stored_fit_is_the_fit_of_the_bundled_runs():
     """sim/data/prunetrain/fit.json (what `prunesim train` loads) is exactly fit_runs over the
     bundled run files; a run file changed without `tools/prunetrain_runs.py --write-fit` fails."""

@@ -233,21 +233,29 @@ def test_cache_model_is_part_of_the_key_exact_and_profile_never_collide(tmp_path
 # Dask
 
 
-def test_dask_cluster_gives_the_local_records(tmp_path):
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """One local Dask cluster (two worker processes) for this module's Dask tests: starting and
+    stopping one, and importing the simulator in its workers, cost ~5 s a cluster."""
     distributed = pytest.importorskip("distributed")
-    hw = ["a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb"]
-    local = api.sweep(hw, traces=[CNN2], methods=METHODS, jobs=1)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster:
-        db = tmp_path / "d.sqlite"
-        remote = api.sweep(hw, traces=[CNN2], methods=METHODS, db=db, scheduler=cluster.scheduler_address)
-        again = api.sweep(hw, traces=[CNN2], methods=METHODS, db=db, scheduler=cluster.scheduler_address)
+        yield cluster
+
+
+def test_dask_cluster_gives_the_local_records(tmp_path, dask_cluster):
+    hw = ["a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb"]
+    local = api.sweep(hw, traces=[CNN2], methods=METHODS, jobs=1)
+    cluster = dask_cluster
+    db = tmp_path / "d.sqlite"
+    remote = api.sweep(hw, traces=[CNN2], methods=METHODS, db=db, scheduler=cluster.scheduler_address)
+    again = api.sweep(hw, traces=[CNN2], methods=METHODS, db=db, scheduler=cluster.scheduler_address)
     assert by_key(remote) == by_key(local) == by_key(again)
     with pytest.raises(ConfigError, match="cannot connect"):
         api.sweep(hw, traces=[CNN2], methods=METHODS, scheduler="tcp://127.0.0.1:1")
 
 
-def test_dask_worker_killed_mid_sweep_changes_nothing(tmp_path):
+def test_dask_worker_killed_mid_sweep_changes_nothing(tmp_path, dask_cluster):
     """A worker SIGKILLed while it runs a group: the scheduler reruns the group elsewhere and the
     store ends with exactly the records of an undisturbed local run."""
     distributed = pytest.importorskip("distributed")
@@ -255,25 +263,24 @@ def test_dask_worker_killed_mid_sweep_changes_nothing(tmp_path):
     hw = ["xeon-e5-2680v4", "rpi4b"]            # CPU engines: groups take seconds, a kill lands
     local = api.sweep(hw, traces=[CNN2, RESNET20], methods=["dbtd:p=0.99"], jobs=1)
     db = tmp_path / "k.sqlite"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
-        out: dict = {}
-        th = threading.Thread(target=lambda: out.setdefault("r", api.sweep(
-            hw, traces=[CNN2, RESNET20], methods=["dbtd:p=0.99"], db=db,
-            scheduler=cluster.scheduler_address)))
-        th.start()
-        with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
-            killed = None
-            deadline = time.time() + 60
-            while killed is None and time.time() < deadline and th.is_alive():
-                busy = [w for w, tasks in c.processing().items() if tasks]
-                if busy:
-                    pid = c.run(os.getpid, workers=[busy[0]])[busy[0]]
-                    time.sleep(0.3)                    # well inside the running group
-                    os.kill(pid, signal.SIGKILL)
-                    killed = pid
-                time.sleep(0.05)
-            th.join(timeout=300)
+    cluster = dask_cluster
+    out: dict = {}
+    th = threading.Thread(target=lambda: out.setdefault("r", api.sweep(
+        hw, traces=[CNN2, RESNET20], methods=["dbtd:p=0.99"], db=db,
+        scheduler=cluster.scheduler_address)))
+    th.start()
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
+        killed = None
+        deadline = time.time() + 60
+        while killed is None and time.time() < deadline and th.is_alive():
+            busy = [w for w, tasks in c.processing().items() if tasks]
+            if busy:
+                pid = c.run(os.getpid, workers=[busy[0]])[busy[0]]
+                time.sleep(0.3)                    # well inside the running group
+                os.kill(pid, signal.SIGKILL)
+                killed = pid
+            time.sleep(0.05)
+        th.join(timeout=300)
     assert killed is not None, "no worker was busy: nothing was killed"
     assert not th.is_alive()
     assert by_key(out["r"]) == by_key(local) == by_key(api.records(db))
