@@ -872,6 +872,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_held_out_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
+    dense_1080: dict = {}    # CIFAR-10 rows' dense run on one 1080 Ti, reused by _c_measured_rows
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:
         w = _with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
@@ -904,6 +905,8 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                             + "; data loading and the reconfiguration pauses are not modeled"))
         yield from _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes,
                                   {c: saving[c][2:] for c in saving}, one)
+        if classes == 10:
+            dense_1080[label] = saving["gtx1080ti-11gb"][2]
         if len(saving) == 2:
             yield from _c_v100_rows(label, w, tr, epochs, saving)
     for label, wl_name, classes, rho, epochs, interval, batch, sched in PUB_C_BATCH:
@@ -936,7 +939,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                                    one)
     yield from _c_authors_rows()
     if not quick:
-        yield from _c_measured_rows()
+        yield from _c_measured_rows(dense_1080)
         yield from _c_measured_held_out_rows()
     yield from _c_comm_rows(quick, dense_m)
 
@@ -952,16 +955,17 @@ def _measured_runs(wl_name: str, rho: float, interval: int, epochs: int) -> list
     return sorted(RUNS_DIR.glob(pat)) + sorted(RUNS_DIR.glob(f"pending/*/{pat}"))
 
 
-def _c_measured_rows() -> Iterator[Row]:
+def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
     """Error budget with real PruneTrain runs at the paper's own setting (CIFAR-10 at 32 x 32, its
     per-sample lr, 182 epochs, the authors' init): each CIFAR-10 Table 1 row with the engine fed
     the run's measured trajectory instead of the model's. A run stopped early holds its last
     widths to the end, so its FLOPs and time are upper bounds (pruning only removes); one stopped
-    before its last lr decay is left out (the bound would be loose: the high-lr epochs prune)."""
+    before its last lr decay is left out (the bound would be loose: the high-lr epochs prune).
+    dense: {Table 1 label: the dense run on one gtx1080ti-11gb} already simulated by rows_c."""
     from sim.methods import parse_method
     from sim.errors import ConfigError
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import apply_widths, load_trajectory, simulate_run
+    from sim.system.prunetrain import apply_widths, simulate_run, trajectory_from_doc
     from sim.workload import load_workload
     from sim.yamlio import load_yaml_file
     cl = load_cluster("gtx1080ti-11gb").with_devices(1)
@@ -975,7 +979,7 @@ def _c_measured_rows() -> Iterator[Row]:
             cfg = doc.get("run", {})
             if ran <= round(max(cfg.get("lr_decay_at") or [1.0]) * epochs):
                 continue   # stopped before its last lr decay: most of its pruning is still to come
-            tr = load_trajectory(path, w)
+            tr = trajectory_from_doc(doc, w, str(path))
             fr = _train_flops_frac(w, tr, epochs, batch)
             inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
             part = ("" if ran >= epochs else
@@ -992,7 +996,8 @@ def _c_measured_rows() -> Iterator[Row]:
             yield Row("C", f"{label}: inference FLOPs vs dense, {what}", pinf * 100, 100 * inf,
                       "%", src, status="input", note=note)
             pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
-            d = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
+            d = (dense or {}).get(label) or simulate_run(w, cl, parse_method("dense"),
+                                                         epochs=epochs, batch=batch)
             p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
             ptime = ptimes["gtx1080ti-11gb"]
             yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",

@@ -108,43 +108,54 @@ def load_trajectory(path: str | Path, workload: Workload) -> Trajectory:
     """Read a YAML or CSV trajectory; every problem names the file and the field."""
     p = Path(path)
     file = str(p)
+    if p.suffix != ".csv":
+        return trajectory_from_doc(load_yaml_file(p, ConfigError), workload, file)
     raw: dict[int, dict[str, tuple]] = {}
-    if p.suffix == ".csv":
-        try:
-            with open(p, newline="", encoding="utf-8") as f:
-                rd = csv.DictReader(f)
-                if rd.fieldnames is None or set(rd.fieldnames) != {"epoch", "layer", "c_in", "c_out"}:
-                    raise ConfigError(file, "header", "expected columns epoch,layer,c_in,c_out")
-                for i, row in enumerate(rd, start=2):
-                    try:
-                        e, a, b = int(row["epoch"]), int(row["c_in"]), int(row["c_out"])
-                    except (TypeError, ValueError):
-                        raise ConfigError(file, f"line {i}", "epoch, c_in and c_out must be "
-                                          "integers") from None
-                    raw.setdefault(e, {})[row["layer"]] = (a, b, f"line {i}")
-        except FileNotFoundError:
-            raise ConfigError(file, None, "no such file") from None
-    else:
-        doc = load_yaml_file(p, ConfigError)
-        if not isinstance(doc, dict) or "points" not in doc:
-            raise ConfigError(file, "points", "missing (expected {points: {EPOCH: {LAYER: "
-                              "[c_in, c_out]}}})")
-        if doc.get("workload") not in (None, workload.name):
-            raise ConfigError(file, "workload", f"trajectory is for {doc['workload']!r}, not "
-                              f"{workload.name!r}")
-        if not isinstance(doc["points"], dict):
-            raise ConfigError(file, "points", "expected a mapping of epoch to layers")
-        for e, layers in doc["points"].items():
-            if isinstance(e, bool) or not isinstance(e, int):
-                raise ConfigError(file, f"points.{e}", "epoch must be an integer")
-            if not isinstance(layers, dict):
-                raise ConfigError(file, f"points.{e}", "expected a mapping of layer to [c_in, c_out]")
-            for n, v in layers.items():
-                f = f"points.{e}.{n}"
-                if not (isinstance(v, list) and len(v) == 2
-                        and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
-                    raise ConfigError(file, f, "expected [c_in, c_out] integers")
-                raw.setdefault(e, {})[str(n)] = (v[0], v[1], f)
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            rd = csv.DictReader(f)
+            if rd.fieldnames is None or set(rd.fieldnames) != {"epoch", "layer", "c_in", "c_out"}:
+                raise ConfigError(file, "header", "expected columns epoch,layer,c_in,c_out")
+            for i, row in enumerate(rd, start=2):
+                try:
+                    e, a, b = int(row["epoch"]), int(row["c_in"]), int(row["c_out"])
+                except (TypeError, ValueError):
+                    raise ConfigError(file, f"line {i}", "epoch, c_in and c_out must be "
+                                      "integers") from None
+                raw.setdefault(e, {})[row["layer"]] = (a, b, f"line {i}")
+    except FileNotFoundError:
+        raise ConfigError(file, None, "no such file") from None
+    return _trajectory(raw, workload, file)
+
+
+def trajectory_from_doc(doc, workload: Workload, file: str) -> Trajectory:
+    """A trajectory document already parsed (a run file's YAML, read once by a caller that also
+    needs its other fields); `file` names it in errors."""
+    raw: dict[int, dict[str, tuple]] = {}
+    if not isinstance(doc, dict) or "points" not in doc:
+        raise ConfigError(file, "points", "missing (expected {points: {EPOCH: {LAYER: "
+                          "[c_in, c_out]}}})")
+    if doc.get("workload") not in (None, workload.name):
+        raise ConfigError(file, "workload", f"trajectory is for {doc['workload']!r}, not "
+                          f"{workload.name!r}")
+    if not isinstance(doc["points"], dict):
+        raise ConfigError(file, "points", "expected a mapping of epoch to layers")
+    for e, layers in doc["points"].items():
+        if isinstance(e, bool) or not isinstance(e, int):
+            raise ConfigError(file, f"points.{e}", "epoch must be an integer")
+        if not isinstance(layers, dict):
+            raise ConfigError(file, f"points.{e}", "expected a mapping of layer to [c_in, c_out]")
+        for n, v in layers.items():
+            f = f"points.{e}.{n}"
+            if not (isinstance(v, list) and len(v) == 2
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+                raise ConfigError(file, f, "expected [c_in, c_out] integers")
+            raw.setdefault(e, {})[str(n)] = (v[0], v[1], f)
+    return _trajectory(raw, workload, file)
+
+
+def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
+    """{epoch: {layer: (c_in, c_out, field)}} checked against the workload -> Trajectory."""
     by_name = {l.name: l for l in workload.layers}
     pts = []
     for e in sorted(raw):
