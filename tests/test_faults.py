@@ -73,11 +73,18 @@ def test_kill9_during_synthesis_then_rerun(tmp_path, reference_synth):
     for attempt in range(3):
         d = tmp_path / f"t{attempt}"
         p = _run(SYNTH + ["--out", str(d)])
-        time.sleep(rng.uniform(0.3, 2.5))
+        # kill once the writer has a manifest (start-up takes seconds: a kill before it would
+        # leave nothing to check), at a random moment of the writing
+        deadline = time.time() + 120
+        while p.poll() is None and not (d / "manifest.json").exists() and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 1.5))
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             kills += 1
         p.wait(timeout=60)
+        # the manifest is only ever replaced atomically: once there, a kill cannot remove it
+        assert (d / "manifest.json").exists()
         _assert_partial_is_sound(d)
     # the reruns (with --force over each partial directory) equal an uninterrupted run; they are
     # started together once every kill has landed (their directories are separate)
