@@ -940,7 +940,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     yield from _c_authors_rows()
     if not quick:
         yield from _c_measured_rows(dense_1080)
-        yield from _c_measured_held_out_rows()
+        yield from _c_measured_held_out_rows(fit)
     yield from _c_comm_rows(quick, dense_m)
 
 
@@ -1005,13 +1005,14 @@ def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
                       status="input", note=note)
 
 
-def _c_measured_held_out_rows() -> Iterator[Row]:
+def _c_measured_held_out_rows(fit=None) -> Iterator[Row]:
     """The trajectory model against the 32 x 32 CIFAR-10 runs that are not in its fit
     (sim/data/prunetrain/pending/*/): the bundled fit predicts each with the run's own inputs; the
-    last kept fraction of each kind, and the RMS over every epoch the run has."""
+    last kept fraction of each kind, and the RMS over every epoch the run has. fit: the bundled
+    fit rows_c already loaded (default: load it)."""
     import numpy as np
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
-    fit = bundled_fit()
+    fit = fit or bundled_fit()
     runs = [r for r in (read_run(p) for p in sorted(RUNS_DIR.glob("pending/*/*-cifar10-32-*.yaml")))
             if r.name not in set(fit.runs)]
     for kind, resid in (("plain spaces", False), ("residual nodes", True)):

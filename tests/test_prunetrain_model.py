@@ -253,12 +253,11 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
     to the model or to how run files are read, made without `--write-fit`, fails here. A change
     to the search alone (grids, refinement) that moves the optimum is the slow test's to catch."""
     import math
-    from sim.system.lasso_model import PLAIN_FROM_BASIC, spread_keep
+    from sim.system.lasso_model import PLAIN_FROM_BASIC, kind_runs, spread_keep
     runs = bundled_runs()
     fit = bundled_fit()
     assert list(fit.runs) == [r.name for r in runs]
-    plain_runs = [r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC] or list(runs)
-    with_res = [r for r in runs if r.has_residual] or list(runs)
+    plain_runs, with_res = kind_runs(runs, False), kind_runs(runs, True)
     for resid, rs, attr, spaces in ((False, plain_runs, "keep_plain", "plain_spaces"),
                                     (True, with_res, "keep_residual", "residual_spaces")):
         kf = fit.kind(resid)

@@ -770,6 +770,16 @@ def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, ...]:
             col(lambda r: r.expansion))
 
 
+def kind_runs(runs, residual: bool) -> tuple[RunData, ...]:
+    """The runs each kind is fitted to: the plain kind from basic-block and VGG runs only
+    (PLAIN_FROM_BASIC); the residual kind from networks that have residual nodes (a VGG's
+    "residual keep" would be a constant 1 the fit had to explain). All runs where none qualify."""
+    runs = tuple(runs)
+    if residual:
+        return tuple(r for r in runs if r.has_residual) or runs
+    return tuple(r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC) or runs
+
+
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
     """Least squares, per kind of space (plain, residual node; their errors are independent):
     the clock exponent beta (BETAS), the approach shape (SHAPES), the pressure exponent gamma
@@ -779,13 +789,9 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     runs = tuple(runs)
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
-    # the plain kind from basic-block and VGG runs only (PLAIN_FROM_BASIC)
-    plain_runs = tuple(r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC) or runs
+    plain_runs, with_res = kind_runs(runs, False), kind_runs(runs, True)
     plain = _fit_kind(plain_runs, np.concatenate([r.keep_plain for r in plain_runs]),
                       *_columns(plain_runs))
-    # a network without residual nodes (VGG) says nothing about them: its "residual keep" would
-    # be a constant 1 the fit had to explain
-    with_res = tuple(r for r in runs if r.has_residual) or runs
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
     # the spread over the spaces is fitted given each run's measured mean, apart from the clock
