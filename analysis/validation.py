@@ -1050,6 +1050,7 @@ def _c_authors_rows() -> Iterator[Row]:
                    "its distance from Table 1 is run-to-run spread, the model row's distance from "
                    "this one is the trajectory's error")
     yield from _c_authors_level_rows()
+    yield from _c_classifier_floor_rows()
     yield from _c_authors_imagenet_keep_rows()
     yield from _c_memory_rows()
     from sim.system.cluster import load_cluster
@@ -1178,6 +1179,49 @@ def _c_authors_level_rows() -> Iterator[Row]:
                        "their channel-weighted keep is near theirs, the FLOPs differ by where "
                        "the channels go: the authors cut the small-map layers harder "
                        "(docs/system.md, session 11)")
+
+
+def _c_classifier_floor_rows() -> Iterator[Row]:
+    """The classifier floor (lasso_model.classifier_floor: the last stage's main-path spaces
+    keep at least `classes` channels) against the data it rests on: the channels the authors'
+    own final networks keep at the classifier's input, and the model's final network's at the
+    same setting; and how many bundled runs end below their floor. Inputs, not Table 1 figures."""
+    import re
+
+    from sim.system.lasso_model import bundled_runs, classifier_floor
+    from sim.system.prunetrain import lasso_trajectory, load_trajectory
+    from sim.workload import load_workload
+    for f in sorted(AUTHORS_DIR.glob("*.yaml")):
+        m = re.fullmatch(r"(vgg\d+)-(cifar\d+)-rho([\d.]+)", f.stem)
+        if m:
+            arch, ds, rho = m.groups()
+            classes, wl, epochs, interval, batch = int(ds[5:]), f"{arch}-cifar", 182, 10, 128
+            rho = float(rho)
+        else:                       # resnet50-imagenet-01 / -02: rho 0.1 / 0.2 most likely
+            classes, wl, epochs, interval, batch = 1000, "resnet50-imagenet", 90, 5, 256
+            rho = int(f.stem[-2:]) / 10
+        w = _with_classes(load_workload(wl), classes)
+        cls_in = w.layers[-1].in_space
+        theirs = load_trajectory(f, w).widths_at(0)
+        ours = lasso_trajectory(w, rho, interval, epochs, batch).widths_at(epochs - 1)
+        last = w.layers[-1].name
+        floor = classifier_floor(w, classes)
+        yield Row("C", f"{f.stem}: channels at the classifier's input, the authors' final network "
+                  "vs the model's", float(theirs[last][0]), float(ours[last][0]), "channels",
+                  f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, rho {rho:g}",
+                  status="input",
+                  note=f"{classes} classes; the model's floor there: {floor.get(cls_in, 0)} of "
+                       f"{w.layers[-1].c_in} (neural collapse: C class means need C channels)")
+    runs = bundled_runs()
+    below = [r.name for r in runs for d in (r.residual_spaces if r.has_residual
+                                            else r.plain_spaces,)
+             if d is not None and d.floor is not None
+             and ((d.keep[-1] * d.c).round() < (d.floor * d.c).round() - 0.5).any()]
+    yield Row("C", "bundled runs that end with fewer channels than the classifier floor in a "
+              "last-stage main-path space", 0.0, float(len(below)), "runs",
+              f"sim/data/prunetrain ({len(runs)} runs)", status="input",
+              note="the floor's check on the fitted runs (each at its own label count): "
+                   + (", ".join(below) if below else "none"))
 
 
 def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,

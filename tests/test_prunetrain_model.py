@@ -272,7 +272,7 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
             k = d.keep[4::5] if len(d.keep) > 4 else d.keep
             later = d.later if d.later is not None else np.zeros(len(d.c))
             mean = (k * d.c).sum(axis=1) / d.c.sum()
-            sse += float(((spread_keep(mean, d.c, kf.tilt * d.z + kf.block * later) - k) ** 2)
+            sse += float(((spread_keep(mean, d.c, kf.tilt * d.z + kf.block * later, d.floor) - k) ** 2)
                          .sum())
             n += k.size
         assert n and math.sqrt(sse / n) == pytest.approx(kf.tilt_rms, rel=1e-11), spaces
@@ -330,6 +330,58 @@ def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
     assert spread_keep(k, c, 0.0 * z) == pytest.approx(np.repeat(k[:, None], len(c), axis=1))
     assert spread_keep([0.0, 1.0], c, 2.5 * z) == pytest.approx(
         np.array([[0.0] * 9, [1.0] * 9]))
+
+
+def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
+    """VGG: both 2 x 2 spaces; a ResNet: only its last residual node (the blocks' inner spaces
+    can fade out behind the shortcut); never more than the space's channels."""
+    from analysis.validation import _with_classes
+    from sim.system.lasso_model import classifier_floor
+    from sim.workload import load_workload
+    assert classifier_floor(load_workload("vgg11-cifar"), 10) == {"features.22": 10,
+                                                                  "features.25": 10}
+    assert classifier_floor(_with_classes(load_workload("vgg13-cifar"), 100), 100) == {
+        "features.28": 100, "features.31": 100}
+    assert classifier_floor(_with_classes(load_workload("resnet32"), 100), 100) == {
+        "layer3.4.conv2": 64}
+    assert classifier_floor(load_workload("resnet50-imagenet"), 1000) == {"layer4.2.conv3": 1000}
+
+
+def test_spread_floor_raises_only_the_floored_spaces():
+    """The floor is added after the spread: the other spaces keep what they kept without it, a
+    floored space keeps max(floor, its spread keep), K = 0 leaves the floors."""
+    from sim.system.lasso_model import spread_keep
+    c = np.array([64.0, 128.0, 256.0, 512.0, 512.0])
+    z = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    fl = np.array([0.0, 0.0, 0.0, 0.0, 100 / 512])
+    k = np.array([0.0, 0.1, 0.3, 0.6, 1.0])
+    bare, floored = spread_keep(k, c, 0.5 * z), spread_keep(k, c, 0.5 * z, fl)
+    assert floored[:, :4] == pytest.approx(bare[:, :4], rel=1e-12)
+    assert floored[:, 4] == pytest.approx(np.maximum(bare[:, 4], 100 / 512), rel=1e-12)
+    assert floored[0] == pytest.approx(fl) and (bare[1:4, 4] < 100 / 512).any()
+    assert spread_keep(k, c, 0.0 * z, fl)[:, 4] == pytest.approx(np.maximum(k, 100 / 512))
+
+
+def test_model_keeps_the_class_count_at_the_classifier_input():
+    """CIFAR-100 VGG-11 at a rho that prunes hard keeps >= 100 channels on both 2 x 2 spaces and
+    more channels there than without the floor; CIFAR-10 keeps >= 10 there."""
+    from analysis.validation import _with_classes
+    from sim.system import lasso_model as lm
+    from sim.workload import load_workload
+    sched = lm.default_schedule("cifar100", 182, 128, 50_000)
+    for classes in (10, 100):
+        w = _with_classes(load_workload("vgg11-cifar"), classes)
+        tr = lm.model_trajectory(w, 0.6, 10, sched)
+        last = tr.widths_at(181)
+        assert last["features.25"][1] >= classes and last["classifier"][0] >= classes
+        assert last["features.22"][1] >= classes
+    orig = lm.classifier_floor
+    try:
+        lm.classifier_floor = lambda w, c: {}
+        bare = lm.model_trajectory(w, 0.6, 10, sched).widths_at(181)
+    finally:
+        lm.classifier_floor = orig
+    assert bare["classifier"][0] < 100 <= last["classifier"][0]
 
 
 def test_map_depth_runs_from_the_largest_to_the_smallest_maps():

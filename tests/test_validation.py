@@ -133,9 +133,28 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
         assert len(pts) == 4 and all(a[1] > b[1] for a, b in zip(pts, pts[1:])), arch
     rows = list(_c_authors_rows())
     mem = [r for r in rows if "peak training memory" in r.what]
-    assert [r.status for r in rows if r not in mem] == ["input"] * 19
+    assert [r.status for r in rows if r not in mem] == ["input"] * 31
     assert all(isinstance(r.modeled, float) for r in rows)
     # the memory model with the measured activation overhead against the bundled measurement
     assert len(mem) == 6 and all(r.status == "ok" and r.unit == "GiB" for r in mem)
     batch = {r.what: r.modeled for r in rows if "capacity batch" in r.what}
     assert all(b in (64.0, 96.0, 128.0) for b in batch.values()) and len(batch) == 4
+
+
+def test_classifier_floor_rows_hold_the_authors_and_the_models_networks():
+    """One row per authors' network: what they and the model keep at the classifier's input. The
+    authors' networks sit near or above the floor (min(channels, classes); ImageNet a little
+    below: 769 / 957 of 1000), the model's never below it; the bundled runs that end below it
+    are named."""
+    from analysis.validation import _c_classifier_floor_rows
+    rows = list(_c_classifier_floor_rows())
+    nets = [r for r in rows if "classifier's input" in r.what]
+    assert len(nets) == 11 and all(r.status == "input" for r in rows)
+    for r in nets:
+        classes = 1000 if "imagenet" in r.what else (100 if "cifar100" in r.what else 10)
+        assert r.published >= 0.75 * classes and r.modeled >= classes, r
+    c100 = next(r for r in nets if "cifar100" in r.what)
+    c10 = next(r for r in nets if r.what.startswith("vgg11-cifar10-rho0.3"))
+    assert c100.published > 3 * c10.published        # the authors' own task effect
+    count = rows[-1]
+    assert count.unit == "runs" and 0 <= count.modeled <= 5
