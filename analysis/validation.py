@@ -916,7 +916,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
         for mode, what in (("relative", "the initial batch fills the GPU (the paper's setting)"),
-                           ("device", "11 GB by the memory model")):
+                           ("device", "the GTX 1080 Ti's 11178 MiB by the memory model")):
             r = simulate_run(w, one["gtx1080ti-11gb"], pt_m, epochs=epochs, batch=batch,
                              trajectory=tr, dynamic_batch=mode)
             got, prev = [], None
