@@ -481,7 +481,8 @@ def spread_keep(k_mean, c: np.ndarray, score, floor=None) -> np.ndarray:
     floor give K everywhere. The floor is added, not taken from the other spaces: K is the
     lasso's mean where no floor binds (the fitted runs', whose floors seldom bind), and the
     authors' own VGG-11 keeps 34 % more channels in all on CIFAR-100 than on CIFAR-10 at rho
-    0.3, its first six layers about as many (sim/data/authors)."""
+    0.3 (1097 against 816), fewer in its first four layers (473 against 538), more in its last
+    four (624 against 278; sim/data/authors)."""
     k = np.clip(np.atleast_1d(np.asarray(k_mean, dtype=float)), 0.0, 1.0)
     score = np.asarray(score, dtype=float)
     expo = np.exp(score - score.max()) if len(score) else score
