@@ -345,6 +345,8 @@ def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
     assert classifier_floor(_with_classes(load_workload("resnet32"), 100), 100) == {
         "layer3.4.conv2": 64}
     assert classifier_floor(load_workload("resnet50-imagenet"), 1000) == {"layer4.2.conv3": 1000}
+    # token-wise spaces share one "map size": no stage to find, no floor
+    assert classifier_floor(load_workload("gpt2-small"), 50257) == {}
 
 
 def test_spread_floor_raises_only_the_floored_spaces():

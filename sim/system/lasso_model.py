@@ -459,6 +459,8 @@ def classifier_floor(workload: Workload, classes: int) -> dict[str, int]:
     networks keep 125 of 512 on CIFAR-100 against 27 on CIFAR-10 (VGG-11 rho 0.3) and 769 / 957
     of 2048 on ImageNet (sim/data/authors; a check, not an input). A floor, not a level: where
     the lasso keeps more, the model's spread decides."""
+    if not any(l.op == "conv" for l in workload.layers):
+        return {}       # the last stage is found by its feature-map size: a CNN's notion
     chw = tensor_chw(workload)
     last = workload.layers[-1]
     plain, res = _kinds(workload)
