@@ -363,6 +363,18 @@ def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
     return [s for s in spaces if s not in residual], [s for s in spaces if s in residual]
 
 
+def space_areas(workload: Workload) -> dict[str, int]:
+    """Feature-map area (height x width) of every channel space, from the first layer that
+    writes it (a conv's input space from the conv, for the network input)."""
+    chw = tensor_chw(workload)
+    area: dict[str, int] = {}
+    for l in workload.layers:
+        area.setdefault(l.out_space, chw[l.out_tensor][1] * chw[l.out_tensor][2])
+        if l.op == "conv":
+            area.setdefault(l.in_space, chw[l.in_tensor][1] * chw[l.in_tensor][2])
+    return area
+
+
 def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     """z of each space among `spaces`: halvings of its feature-map side from the largest map of
     these spaces (0: the largest maps; all 0 when the spaces share one size). Not normalised: the
@@ -373,12 +385,7 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     the ResNets and two thirds more for VGG. The authors' own final VGG networks
     (sim/data/authors) cut their 2 x 2 layers far harder than their 32 x 32 ones (docs/system.md,
     session 11)."""
-    chw = tensor_chw(workload)
-    area: dict[str, int] = {}
-    for l in workload.layers:
-        area.setdefault(l.out_space, chw[l.out_tensor][1] * chw[l.out_tensor][2])
-        if l.op == "conv":
-            area.setdefault(l.in_space, chw[l.in_tensor][1] * chw[l.in_tensor][2])
+    area = space_areas(workload)
     if not spaces:
         return np.zeros(0)
     a = np.array([float(area[s]) for s in spaces])
@@ -461,12 +468,9 @@ def classifier_floor(workload: Workload, classes: int) -> dict[str, int]:
     the lasso keeps more, the model's spread decides."""
     if not any(l.op == "conv" for l in workload.layers):
         return {}       # the last stage is found by its feature-map size: a CNN's notion
-    chw = tensor_chw(workload)
     last = workload.layers[-1]
     plain, res = _kinds(workload)
-    area: dict[str, int] = {}
-    for l in workload.layers:
-        area.setdefault(l.out_space, chw[l.out_tensor][1] * chw[l.out_tensor][2])
+    area = space_areas(workload)
     target = area.get(last.in_space)
     if target is None:
         return {}
@@ -970,13 +974,13 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta, init)
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
-    task = task_information(DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out))
+    classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
+    task = task_information(classes)
     # the schedule is the paper's (default_schedule: its per-sample lr), so the temperature is 1
     natural = natural_images(workload.dataset)
     decay = sched.weight_decay / REF_WEIGHT_DECAY
     ex = expansion(workload)
-    floor = classifier_floor(workload, DATASET_CLASSES.get(workload.dataset or "",
-                                                            workload.layers[-1].c_out))
+    floor = classifier_floor(workload, classes)
     pts = [(0, ())]
     kinds = []
     for ss, resid in ((plain, False), (res, True)):
