@@ -1197,9 +1197,11 @@ def _c_classifier_floor_rows() -> Iterator[Row]:
             arch, ds, rho = m.groups()
             classes, wl, epochs, interval, batch = int(ds[5:]), f"{arch}-cifar", 182, 10, 128
             rho = float(rho)
-        else:                       # resnet50-imagenet-01 / -02: rho 0.1 / 0.2 most likely
+        elif re.fullmatch(r"resnet50-imagenet-0\d", f.stem):   # _01 / _02: rho 0.1 / 0.2 likely
             classes, wl, epochs, interval, batch = 1000, "resnet50-imagenet", 90, 5, 256
             rho = int(f.stem[-2:]) / 10
+        else:
+            continue
         w = _with_classes(load_workload(wl), classes)
         cls_in = w.layers[-1].in_space
         theirs = load_trajectory(f, w).widths_at(0)
