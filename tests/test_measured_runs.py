@@ -48,11 +48,23 @@ def test_measured_rows_only_for_runs_past_their_last_lr_decay():
     assert flops["inference FLOPs vs dense"] < flops["training FLOPs vs dense"] < 100
 
 
-def test_held_out_rows_report_the_runs_own_last_epoch():
+def test_held_out_rows_report_the_runs_own_last_epoch(monkeypatch):
+    """Leave-32x32-out: the level is fitted without the five runs (the fit itself, ~1-2 min, is
+    validation's; here the bundled fit stands in) and the rows hold each run's own last epoch."""
     from analysis.validation import _c_measured_held_out_rows
+    from sim.system import lasso_model
+    seen = []
+
+    def fit_without(runs, spread=True):
+        seen.extend(r.name for r in runs)
+        return lasso_model.bundled_fit()
+
+    monkeypatch.setattr(lasso_model, "fit_runs", fit_without)
     rows = {r.what.rsplit("(", 1)[-1].rstrip(")"): r for r in _c_measured_held_out_rows()}
     assert set(rows) == {"plain spaces", "residual nodes"}
-    runs = [read_run(p) for p in C32 if "pending" in p.parts]
+    runs = [read_run(p) for p in C32 if p.parent == RUNS_DIR]      # the bundled ones
+    assert len(runs) == 5 and seen and not {r.name for r in runs} & set(seen)
+    assert len(seen) == len(lasso_model.bundled_runs()) - 5
     assert rows["plain spaces"].published == pytest.approx(
         sum(r.keep_plain[-1] for r in runs) / len(runs))
     assert "vgg11-cifar rho 0.2 (142 ep.)" in rows["plain spaces"].note

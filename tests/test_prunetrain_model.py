@@ -253,29 +253,32 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
     to the model or to how run files are read, made without `--write-fit`, fails here. A change
     to the search alone (grids, refinement) that moves the optimum is the slow test's to catch."""
     import math
-    from sim.system.lasso_model import PLAIN_FROM_BASIC, kind_runs, spread_keep
+    from sim.system.lasso_model import (PLAIN_FROM_BASIC, _spread_rows, kind_runs, spread_runs,
+                                        spread_sse)
     runs = bundled_runs()
     fit = bundled_fit()
     assert list(fit.runs) == [r.name for r in runs]
     plain_runs, with_res = kind_runs(runs, False), kind_runs(runs, True)
-    for resid, rs, attr, spaces in ((False, plain_runs, "keep_plain", "plain_spaces"),
-                                    (True, with_res, "keep_residual", "residual_spaces")):
+    for resid, rs, attr in ((False, plain_runs, "keep_plain"), (True, with_res, "keep_residual")):
         kf = fit.kind(resid)
         err = np.concatenate([fit.keep_run(r, resid) - getattr(r, attr) for r in rs])
         assert math.sqrt(np.mean(err ** 2)) == pytest.approx(kf.rms, rel=1e-11), attr
-        # fit_spread's objective at the stored (tilt, block): every 5th epoch of every space,
-        # each run's own channel-weighted mean spread over its spaces
-        sse, n = 0.0, 0
-        for d in (getattr(r, spaces) for r in rs):
-            if d is None or len(d.c) < 2:
-                continue
-            k = d.keep[4::5] if len(d.keep) > 4 else d.keep
-            later = d.later if d.later is not None else np.zeros(len(d.c))
-            mean = (k * d.c).sum(axis=1) / d.c.sum()
-            sse += float(((spread_keep(mean, d.c, kf.tilt * d.z + kf.block * later, d.floor) - k) ** 2)
-                         .sum())
-            n += k.size
-        assert n and math.sqrt(sse / n) == pytest.approx(kf.tilt_rms, rel=1e-11), spaces
+    # fit_spread's objective at the stored spreads: every 5th epoch of every space, each run's
+    # own channel-weighted mean spread over its spaces; a ResNet's plain spaces, a chain's (VGG)
+    # and the residual nodes each with their own
+    inner, chains = spread_runs(plain_runs)
+    assert fit.chain is not None and chains and inner
+    for kf, data, second in ((fit.plain, [r.plain_spaces for r in inner], "block"),
+                             (fit.chain, [r.plain_spaces for r in chains], "last"),
+                             (fit.residual, [r.residual_spaces for r in with_res], None)):
+        sse, n = spread_sse(_spread_rows(data, second), kf.tilt,
+                            kf.block if second == "block" else kf.last)
+        assert n and math.sqrt(sse / n) == pytest.approx(kf.tilt_rms, rel=1e-11), second
+    # the chain shares the plain kind's level
+    assert {k: v for k, v in vars(fit.chain).items() if k not in ("tilt", "block", "last",
+                                                                   "tilt_rms")} == \
+        {k: v for k, v in vars(fit.plain).items() if k not in ("tilt", "block", "last",
+                                                               "tilt_rms")}
     assert fit.rms == pytest.approx(math.sqrt((fit.plain.rms ** 2 + fit.residual.rms ** 2) / 2),
                                     rel=1e-12)
     # the terms no run above can inform are the fit's fixed values: no later-block exponent for
@@ -297,7 +300,7 @@ def test_stored_fit_is_the_fit_of_the_bundled_runs():
     assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
     fresh = fit_runs(bundled_runs())
     assert doc["fit"]["runs"] == list(fresh.runs)
-    for kind in ("plain", "residual"):
+    for kind in ("plain", "residual", "chain"):
         want = dataclasses.asdict(getattr(fresh, kind))
         assert doc["fit"][kind] == pytest.approx(want, rel=1e-12), kind
 

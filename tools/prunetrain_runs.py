@@ -166,7 +166,8 @@ BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4"
 # --jobs 4 for 520 s (~3.6 s an epoch for VGG-11, ~9.8 s for ResNet-32 with four sharing it):
 # VGG-11 to epoch 142-144 of 182 (past both lr decays), ResNet-32 to 52-54; VGG-13 started when
 # the others were interrupted and ran 45 epochs alone (~1.8 s each). Rebuilt with --from-log into
-# pending/h200-c32/ (not fitted). A whole grid needs ~10 min of one GPU per run at four at once.
+# sim/data/prunetrain/ (fitted since session 16; pending/h200-c32 before). A whole grid needs
+# ~10 min of one GPU per run at four at once.
 TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
                (("resnet32", 0.2), ("vgg11-cifar", 0.2), ("resnet32", 0.25),
                 ("vgg11-cifar", 0.25), ("vgg13-cifar", 0.2))]

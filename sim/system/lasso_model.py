@@ -60,7 +60,12 @@ costs little accuracy, a downsampling one a lot). So the plain spaces' exponent 
 exp(b L_s), L_s = 1 in a later block (later_blocks), b fitted with t (KindFit.block). And the
 spaces that carry the classifier's input (the last stage's main path) keep at least as many
 channels as the task has classes (classifier_floor: neural collapse), in the fit and in a
-prediction alike; at ten classes it seldom binds, at CIFAR-100's and ImageNet's it does.
+prediction alike; at ten classes it seldom binds, at CIFAR-100's and ImageNet's it does. A chain
+(a network without residual nodes: VGG) spreads its plain keep with a spread of its own (Fit.chain,
+fitted to the chain runs alone, spread_runs): no later blocks, and the last stage's spaces (those
+with a classifier floor) get the exponent q (KindFit.last): with no shortcut to carry the
+signal, a chain's spaces cannot fade out as a ResNet block's inner spaces do, and its last stage
+is cut towards the class count.
 """
 from __future__ import annotations
 
@@ -92,6 +97,7 @@ KAPPAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
+LAST_TILTS = np.linspace(0.0, 4.0, 17)    # last-stage exponents q tried (a chain's spaces)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay at which the decay term (wd / REF_WEIGHT_DECAY)^omega of k_inf's pressure is
 # 1: most bundled runs' decay, and the authors' ImageNet one. Why a decay acts on the lasso: with
@@ -512,34 +518,59 @@ def spread_keep(k_mean, c: np.ndarray, score, floor=None) -> np.ndarray:
     return np.maximum(out, fl)
 
 
-def fit_spread(data: list[SpaceData], blocks: bool) -> tuple[float, float, float]:
-    """(t, b, RMS): the tilt (TILTS) and, with `blocks`, the later-block exponent (BLOCK_TILTS)
-    whose spread of every run's own channel-weighted mean keep best matches its per-space kept
-    fractions (least squares over every 5th epoch and every space): every 4th grid point first,
-    then the full grid within one coarse step of the best."""
-    data = [d for d in data if d is not None and len(d.c) > 1]
-    if not data:
+def _spread_rows(data: list[SpaceData], second: str | None) -> list:
+    """(data, kept fractions at every 5th epoch, their channel-weighted means, the second score
+    feature: L_s (second "block"), F_s = 1 on the spaces with a classifier floor ("last"), or
+    0) for every run's spaces of one kind; runs with fewer than two spaces left out."""
+    rows = []
+    for d in data:
+        if d is None or len(d.c) < 2:
+            continue
+        k = d.keep[4::5] if len(d.keep) > 4 else d.keep
+        if second == "block" and d.later is not None:
+            f = d.later
+        elif second == "last" and d.floor is not None:
+            f = (d.floor > 0).astype(float)
+        else:
+            f = np.zeros(len(d.c))
+        rows.append((d, k, (k * d.c).sum(axis=1) / d.c.sum(), f))
+    return rows
+
+
+def spread_sse(rows: list, t: float, s: float) -> tuple[float, int]:
+    """fit_spread's objective: the squared error of spread_keep(each run's own mean, score t z +
+    s f) against the per-space kept fractions of _spread_rows, and their count."""
+    sse = sum(float(((spread_keep(m, d.c, t * d.z + s * f, d.floor) - k) ** 2).sum())
+              for d, k, m, f in rows)
+    return sse, sum(k.size for _, k, _, _ in rows)
+
+
+def fit_spread(data: list[SpaceData], blocks: bool,
+               last: bool = False) -> tuple[float, float, float]:
+    """(t, s, RMS): the tilt (TILTS) and a second exponent s: with `blocks` the later-block
+    exponent b (BLOCK_TILTS, on L_s), with `last` the last-stage exponent q (LAST_TILTS, on F_s),
+    else none, whose spread of every run's own channel-weighted mean keep best matches its
+    per-space kept fractions (least squares over every 5th epoch and every space): every 4th
+    grid point first, then the full grid within one coarse step of the best."""
+    second = "block" if blocks else "last" if last else None
+    rows = _spread_rows(data, second)
+    if not rows:
         return 0.0, 0.0, 0.0
-    rows = [(d, d.keep[4::5] if len(d.keep) > 4 else d.keep,
-             d.later if d.later is not None else np.zeros(len(d.c))) for d in data]
-    means = [(k * d.c).sum(axis=1) / d.c.sum() for d, k, _ in rows]
-    n = sum(k.size for _, k, _ in rows)
     memo: dict[tuple[float, float], float] = {}
 
     def sse(t, b):
         if (t, b) not in memo:
-            memo[t, b] = sum(float(((spread_keep(m, d.c, t * d.z + b * lat, d.floor) - k) ** 2)
-                                   .sum()) for m, (d, k, lat) in zip(means, rows))
+            memo[t, b] = spread_sse(rows, t, b)[0]
         return memo[t, b]
 
-    bs = BLOCK_TILTS if blocks else np.zeros(1)
+    bs = BLOCK_TILTS if blocks else LAST_TILTS if last else np.zeros(1)
     coarse = [(float(t), float(b)) for t in TILTS[::4] for b in bs[::4]]
     t0, b0 = min(coarse, key=lambda tb: sse(*tb))
     dt, db = 4 * (TILTS[1] - TILTS[0]), 4 * (bs[1] - bs[0]) if len(bs) > 1 else 0.0
     fine = [(float(t), float(b)) for t in TILTS if abs(t - t0) <= dt + 1e-9
             for b in bs if abs(b - b0) <= db + 1e-9]
     t, b = min(fine, key=lambda tb: (sse(*tb), tb))
-    return t, b, math.sqrt(sse(t, b) / n)
+    return t, b, math.sqrt(sse(t, b) / spread_sse(rows, 0.0, 0.0)[1])
 
 
 def run_difficulty(per_epoch: list, classes: int) -> float:
@@ -621,6 +652,8 @@ class KindFit:
     kappa: float = 0.0     # ... and by T^kappa (task_information; more distinctions: less pruned)
     tilt: float = 0.0      # depth tilt of the per-space keep (spread_keep; 0: uniform)
     block: float = 0.0     # exponent of a later block's plain spaces (later_blocks)
+    last: float = 0.0      # exponent of the last stage's floored spaces (a chain's spread;
+    #                        classifier_floor; Fit.chain)
     tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
     nu: float = 0.0        # natural images (natural_images): pressure x e^-nu
     eta: float = 0.0       # ... and x (per-sample lr / PAPER_PSL)^eta
@@ -648,6 +681,9 @@ class Fit:
     residual: KindFit
     runs: tuple[str, ...]
     rms: float
+    # the plain kind's level with the spread of a chain: a network without residual nodes (VGG),
+    # every space on its only path (None without such runs: the plain spread then)
+    chain: KindFit | None = None
 
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
@@ -842,14 +878,29 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
     # the spread over the spaces is fitted given each run's measured mean, apart from the clock
+    chain = None
     if spread:
         names = ("tilt", "block", "tilt_rms")
+        inner, chains = spread_runs(plain_runs)
         plain = dataclasses.replace(plain, **dict(zip(names, fit_spread(
-            [r.plain_spaces for r in plain_runs], blocks=True))))
+            [r.plain_spaces for r in inner or chains], blocks=True))))
         resid = dataclasses.replace(resid, **dict(zip(names, fit_spread(
             [r.residual_spaces for r in with_res], blocks=False))))
+        if inner and chains:
+            t, q, rms = fit_spread([r.plain_spaces for r in chains], blocks=False, last=True)
+            chain = dataclasses.replace(plain, tilt=t, block=0.0, last=q, tilt_rms=rms)
     return Fit(plain, resid, tuple(r.name for r in runs),
-               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2))
+               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain)
+
+
+def spread_runs(plain_runs) -> tuple[tuple[RunData, ...], tuple[RunData, ...]]:
+    """The plain kind's runs split by whose spread they inform: networks with residual nodes
+    (their plain spaces sit inside blocks, which can fade out behind the shortcut: Fit.plain's
+    tilt and later-block exponent) and chains, networks without (VGG: every space on the only
+    path, the last stage cut towards its classifier floor: Fit.chain's tilt and last-stage
+    exponent)."""
+    return (tuple(r for r in plain_runs if r.has_residual),
+            tuple(r for r in plain_runs if not r.has_residual))
 
 
 def _hi(r: RunData) -> np.ndarray:
@@ -874,6 +925,7 @@ def write_fit(directory: str | Path, fit: Fit) -> Path:
                    "`python tools/prunetrain_runs.py --write-fit`",
            "fit": {"plain": dataclasses.asdict(fit.plain),
                    "residual": dataclasses.asdict(fit.residual),
+                   "chain": dataclasses.asdict(fit.chain) if fit.chain else None,
                    "runs": list(fit.runs), "rms": fit.rms}}
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return out
@@ -890,7 +942,7 @@ def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
             if doc.get("runs_digest") == runs_digest(directory):
                 d = doc["fit"]
                 return Fit(KindFit(**d["plain"]), KindFit(**d["residual"]), tuple(d["runs"]),
-                           d["rms"])
+                           d["rms"], KindFit(**d["chain"]) if d.get("chain") else None)
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(str(f), "fit", f"unreadable stored fit ({e}); rewrite it with "
                               "`python tools/prunetrain_runs.py --write-fit`") from None
@@ -986,11 +1038,13 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     for ss, resid in ((plain, False), (res, True)):
         if ss:
             kf = fit.kind(resid)
-            score = kf.tilt * map_depth(workload, ss)
-            if not resid:
-                score = score + kf.block * later_blocks(workload, ss, res)
+            sp = fit.chain if not (resid or res) and fit.chain is not None else kf
             c = np.array([chans[s] for s in ss], dtype=float)
-            kinds.append((ss, kf, c, score, np.array([floor.get(s, 0) for s in ss]) / c))
+            fl = np.array([floor.get(s, 0) for s in ss]) / c
+            score = sp.tilt * map_depth(workload, ss) + sp.last * (fl > 0)
+            if not resid:
+                score = score + sp.block * later_blocks(workload, ss, res)
+            kinds.append((ss, kf, c, score, fl))
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
