@@ -570,7 +570,7 @@ def fit_spread(data: list[SpaceData], blocks: bool,
     fine = [(float(t), float(b)) for t in TILTS if abs(t - t0) <= dt + 1e-9
             for b in bs if abs(b - b0) <= db + 1e-9]
     t, b = min(fine, key=lambda tb: (sse(*tb), tb))
-    return t, b, math.sqrt(sse(t, b) / spread_sse(rows, 0.0, 0.0)[1])
+    return t, b, math.sqrt(sse(t, b) / sum(k.size for _, k, _, _ in rows))
 
 
 def run_difficulty(per_epoch: list, classes: int) -> float:
