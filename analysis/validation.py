@@ -20,6 +20,7 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -1143,6 +1144,35 @@ def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
                            "far more of them")
 
 
+def _authors_setting(f: Path) -> tuple | None:
+    """(workload, classes, rho, epochs, interval, global batch, label) of one of the authors'
+    final networks (sim/data/authors), from its file name: vgg*-cifar*-rho* on the CIFAR schedule
+    (182 epochs, interval 10, batch 128), resnet50-imagenet-0N on ImageNet's (90, 5, 256; rho 0.N
+    most likely, their file naming); None for a name that gives no setting."""
+    import re
+
+    from sim.workload import load_workload
+    m = re.fullmatch(r"(vgg\d+)-cifar(\d+)-rho([\d.]+)", f.stem)
+    if m:
+        classes = int(m[2])
+        return (_with_classes(load_workload(f"{m[1]}-cifar"), classes), classes, float(m[3]),
+                182, 10, 128, f"CIFAR-{classes} {m[1].upper().replace('VGG', 'VGG-')}")
+    if re.fullmatch(r"resnet50-imagenet-0\d", f.stem):
+        return (load_workload("resnet50-imagenet"), 1000, int(f.stem[-2:]) / 10, 90, 5, 256,
+                "ImageNet ResNet-50")
+    return None
+
+
+@lru_cache(maxsize=None)
+def _authors_model_network(f: Path, weight_decay: float | None = None) -> dict:
+    """The model's final widths at the setting of the authors' network `f` (_authors_setting;
+    weight decay: the authors' by default): shared by the rows that hold it against theirs."""
+    from sim.system.prunetrain import lasso_trajectory
+    w, _, rho, epochs, interval, batch, _ = _authors_setting(f)
+    return lasso_trajectory(w, rho, interval, epochs, batch,
+                            weight_decay=weight_decay).widths_at(epochs - 1)
+
+
 def _c_authors_level_rows() -> Iterator[Row]:
     """The trajectory model against the authors' own runs: for each final VGG network in their
     code dump (sim/data/authors/vgg*-rho*.yaml, rho 0.1-0.4), the inference FLOPs of the model's
@@ -1150,21 +1180,15 @@ def _c_authors_level_rows() -> Iterator[Row]:
     file, the CIFAR decay 5e-4) vs those of the authors' network. Not Table 1 figures: the input
     side of the VGG rows' error budget (an error in the final network, in how many channels or
     in which layers, carries into training FLOPs)."""
-    import re
-
-    from sim.system.prunetrain import apply_widths, lasso_trajectory, load_trajectory
-    from sim.workload import load_workload
+    from sim.system.prunetrain import apply_widths, load_trajectory
     ratios = []
     for f in sorted(AUTHORS_DIR.glob("vgg*-rho*.yaml")):
-        arch, ds, rho = re.fullmatch(r"(vgg\d+)-(cifar\d+)-rho([\d.]+)", f.stem).groups()
-        w = _with_classes(load_workload(f"{arch}-cifar"), int(ds.removeprefix("cifar")))
+        w, _, rho, *_, name = _authors_setting(f)
         theirs = apply_widths(w, load_trajectory(f, w).widths_at(0)).macs() / w.macs()
-        ours = {wd: apply_widths(w, lasso_trajectory(w, float(rho), 10, 182, 128, 50_000,
-                                                     weight_decay=wd).widths_at(181)).macs()
-                / w.macs() for wd in (None, 1e-4)}
+        ours = {wd: apply_widths(w, _authors_model_network(f, wd)).macs() / w.macs()
+                for wd in (None, 1e-4)}
         ratios.append(ours[None] / theirs)
-        name = f"{ds.upper().replace('CIFAR', 'CIFAR-')} {arch.upper().replace('VGG', 'VGG-')}"
-        yield Row("C", f"{name} rho {rho}: final inference FLOPs, the model's network vs the "
+        yield Row("C", f"{name} rho {rho:g}: final inference FLOPs, the model's network vs the "
                   "authors' own run's",
                   round(100 * theirs, 1), 100 * ours[None], "%",
                   f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, 182 epochs b128",
@@ -1188,26 +1212,16 @@ def _c_classifier_floor_rows() -> Iterator[Row]:
     keep at least `classes` channels) against the data it rests on: the channels the authors'
     own final networks keep at the classifier's input, and the model's final network's at the
     same setting; and how many bundled runs end below their floor. Inputs, not Table 1 figures."""
-    import re
-
     from sim.system.lasso_model import bundled_runs, classifier_floor
-    from sim.system.prunetrain import lasso_trajectory, load_trajectory
-    from sim.workload import load_workload
+    from sim.system.prunetrain import load_trajectory
     for f in sorted(AUTHORS_DIR.glob("*.yaml")):
-        m = re.fullmatch(r"(vgg\d+)-(cifar\d+)-rho([\d.]+)", f.stem)
-        if m:
-            arch, ds, rho = m.groups()
-            classes, wl, epochs, interval, batch = int(ds[5:]), f"{arch}-cifar", 182, 10, 128
-            rho = float(rho)
-        elif re.fullmatch(r"resnet50-imagenet-0\d", f.stem):   # _01 / _02: rho 0.1 / 0.2 likely
-            classes, wl, epochs, interval, batch = 1000, "resnet50-imagenet", 90, 5, 256
-            rho = int(f.stem[-2:]) / 10
-        else:
+        setting = _authors_setting(f)
+        if setting is None:
             continue
-        w = _with_classes(load_workload(wl), classes)
+        w, classes, rho, *_ = setting
         cls_in = w.layers[-1].in_space
         theirs = load_trajectory(f, w).widths_at(0)
-        ours = lasso_trajectory(w, rho, interval, epochs, batch).widths_at(epochs - 1)
+        ours = _authors_model_network(f)
         last = w.layers[-1].name
         floor = classifier_floor(w, classes)
         yield Row("C", f"{f.stem}: channels at the classifier's input, the authors' final network "
