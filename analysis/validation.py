@@ -818,11 +818,14 @@ def _c_held_out_rows() -> Iterator[Row]:
     (what the basic-block runs alone would say about ResNet-50's kind of network). The same check
     for all the 1x runs, leave_paper_psl_out, is in `tools/prunetrain_runs.py --report`: each
     refit adds a minute to every validation."""
-    from sim.system.lasso_model import leave_bottleneck_out, leave_paper_decay_out
+    from sim.system.lasso_model import (leave_bottleneck_out, leave_four_stage_out,
+                                        leave_paper_decay_out)
     for what, row in (("the CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay "
                        "5e-4, decay terms fitted on the 8x twins", leave_paper_decay_out()),
-                      ("the bottleneck ResNet-29 runs (expansion E = 4), fitted on basic-block "
-                       "and VGG runs alone (no E term)", leave_bottleneck_out())):
+                      ("the bottleneck runs (ResNet-29, ResNet-50; expansion E = 4), fitted on "
+                       "basic-block and VGG runs alone (no E term)", leave_bottleneck_out()),
+                      ("the four-stage ResNet-50 runs (16 x 16 CIFAR-10, H200), fitted on "
+                       "networks of at most three stages", leave_four_stage_out())):
         if row is None:
             continue
         for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
@@ -833,6 +836,53 @@ def _c_held_out_rows() -> Iterator[Row]:
                       note=f"RMS over all epochs {row['rms']:.3f}; runs {row['names']}; measured "
                            f"{row['final_measured' + sfx]}, predicted "
                            f"{row['final_predicted' + sfx]} (real runs, not a published number)")
+
+
+def _c_stage_spread_rows() -> Iterator[Row]:
+    """The fitted spread against the four-stage ResNet-50 runs, stage by stage (lasso_model.
+    stage_spread: each kind's kept fraction per feature-map size, measured vs the spread of the
+    run's own mean, so the level's error is out): where the model's residual tilt, learnt on
+    three-stage networks, puts the pruning of a ResNet-50. The authors' own ImageNet network is
+    in the note, per stage alike."""
+    from sim.system.lasso_model import bundled_fit, bundled_runs, stage_spread, stages
+    from sim.system.prunetrain import load_trajectory
+    runs = sorted((r for r in bundled_runs() if stages(r) >= 4), key=lambda r: -r.rho)
+    if not runs:
+        return
+    fit = bundled_fit()
+    per = {r.rho: stage_spread(r, fit) for r in runs}
+    f = AUTHORS_DIR / "resnet50-imagenet-02.yaml"
+    w = _authors_setting(f)[0]
+    theirs = _authors_stage_keep(w, load_trajectory(f, w).widths_at(0))
+    top = runs[0]
+    for kind, what in (("residual", "residual nodes"), ("plain", "spaces inside the blocks")):
+        for z, meas, pred in per[top.rho][kind]:
+            others = "; ".join(f"rho {rho:g}: {m:.2f} vs {p:.2f}" for rho, v in per.items()
+                               if rho != top.rho for zz, m, p in v[kind] if zz == z)
+            yield Row("C", f"four-stage ResNet-50 (16 x 16 CIFAR-10) rho {top.rho:g}, stage "
+                      f"{z + 1}: kept fraction of the {what}, measured vs the fitted spread",
+                      round(meas, 3), pred, "fraction",
+                      f"{top.name} / spread_keep of the run's own mean (tilt "
+                      f"{fit.kind(kind == 'residual').tilt:g})", status="input",
+                      note=f"measured vs spread, {others}; the authors' ImageNet resnet50_flat_02 "
+                           f"(1000 classes) stage {z + 1}: {theirs[kind][z]:.2f}; a real run, "
+                           "not a published number")
+
+
+def _authors_stage_keep(w, widths) -> dict[str, list[float]]:
+    """Per kind ("plain", "residual"), the kept fraction of a ResNet's spaces stage by stage (the
+    feature-map sizes of its residual nodes, largest first), from its layer widths; plain spaces
+    at no node's size (ImageNet's 112 x 112 stem) are left out."""
+    from sim.methods.prunetrain import space_channels
+    from sim.system.lasso_model import _kinds, space_areas
+    from sim.system.prunetrain import apply_widths
+    dense, kept = space_channels(w), space_channels(apply_widths(w, widths))
+    area = space_areas(w)
+    plain, res = _kinds(w)
+    sizes = sorted({area[s] for s in res}, reverse=True)
+    return {kind: [sum(kept[s] for s in ss if area[s] == a)
+                   / max(1, sum(dense[s] for s in ss if area[s] == a)) for a in sizes]
+            for kind, ss in (("plain", plain), ("residual", res))}
 
 
 def _c_decay_note(w, rho, interval, epochs, batch, classes) -> str:
@@ -872,6 +922,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                            "runs on digits, not a published number)")
     if not quick:
         yield from _c_held_out_rows()
+        yield from _c_stage_spread_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
     dense_1080: dict = {}    # CIFAR-10 rows' dense run on one 1080 Ti, reused by _c_measured_rows
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:

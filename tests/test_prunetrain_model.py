@@ -680,3 +680,56 @@ def test_expansion_learnt_at_one_width_predicts_the_other():
     no_e = fit_runs(base, spread=False)
     for train, test, factor in ((narrow, wide, 0.8), (wide, narrow, 1.0)):
         assert rms(fit_runs(base + train, spread=False), test) < factor * rms(no_e, test)
+
+
+def test_stages_count_a_resnets_feature_map_sizes():
+    runs = bundled_runs()
+    from sim.system.lasso_model import stages
+    by = {r.workload: stages(r) for r in runs}
+    assert by["resnet20"] == by["resnet29-bottleneck-w4"] == 3
+    assert by["resnet50-cifar-gap"] == 4
+    assert by["vgg11-cifar"] == 0      # no residual nodes: no stages to count
+
+
+def test_stage_spread_is_the_runs_own_keep_per_stage_and_the_spread_of_its_mean():
+    """stage_spread's measured side is the run's channel-weighted keep per feature-map size (its
+    mean over the stages is the kind's keep); with no tilt and no block or floor term the spread
+    gives every stage the run's mean, and the fitted tilt gives the deeper stages less."""
+    import dataclasses
+    from sim.system.lasso_model import stage_spread, stages
+    r = next(r for r in bundled_runs() if stages(r) == 4 and r.rho == 0.25)
+    fit = bundled_fit()
+    got = stage_spread(r, fit)
+    for kind, mean, d in (("plain", r.keep_plain[-1], r.plain_spaces),
+                          ("residual", r.keep_residual[-1], r.residual_spaces)):
+        zs, meas, pred = map(np.array, zip(*got[kind]))
+        assert list(zs) == [0, 1, 2, 3]
+        w = np.array([d.c[d.z == z].sum() for z in zs])
+        assert (w * meas).sum() / w.sum() == pytest.approx(mean, abs=1e-9)
+        assert np.all(np.diff(pred) < 0)     # the tilt: deeper stages keep less
+    flat = dataclasses.replace(fit, plain=dataclasses.replace(fit.plain, tilt=0.0, block=0.0),
+                               residual=dataclasses.replace(fit.residual, tilt=0.0))
+    _, _, pred = zip(*stage_spread(r, flat)["plain"])
+    assert np.allclose(pred, r.keep_plain[-1])
+
+
+@pytest.mark.slow
+def test_four_stage_runs_held_out():
+    """The four-stage ResNet-50 runs: a fit without them (~70 s) predicts their residual nodes'
+    level within 0.1 (E and the clock carry from three stages to four)."""
+    from sim.system.lasso_model import leave_four_stage_out
+    row = leave_four_stage_out()
+    assert row["runs"] == 3 and all("resnet50" in n for n in row["names"])
+    assert np.allclose(row["final_measured_residual"], row["final_predicted_residual"], atol=0.1)
+
+
+def test_four_stage_stage_rows():
+    """The validation's per-stage rows hold each stage's measured keep of the four-stage run
+    against the fitted spread, with the authors' ImageNet network's stage in the note."""
+    from analysis.validation import _c_stage_spread_rows
+    from sim.system.lasso_model import stages
+    rows = list(_c_stage_spread_rows())
+    assert len(rows) == 8 and all(r.status == "input" and 0 <= r.modeled <= 1 for r in rows)
+    r = next(r for r in bundled_runs() if stages(r) == 4 and r.rho == 0.25)
+    assert rows[3].published == pytest.approx(r.residual_spaces.keep[-1][-1], abs=1e-3)
+    assert all("resnet50_flat_02" in r.note for r in rows)

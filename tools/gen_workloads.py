@@ -247,12 +247,14 @@ _KL_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 
               152: (3, 8, 36, 3)}
 
 
-def resnet_cifar_kuangliu(depth: int, classes: int = 10) -> Net:
+def resnet_cifar_kuangliu(depth: int, classes: int = 10, gap: bool = False) -> Net:
     bottleneck = depth >= 50
     c100 = classes == 100
-    n = Net(f"resnet{depth}-cifar" + ("100" if c100 else ""),
+    n = Net(f"resnet{depth}-cifar" + ("100" if c100 else "") + ("-gap" if gap else ""),
             f"ResNet-{depth}, CIFAR-10 variant (3x3 stem, no max-pool, "
-            "4x4 average pool), as used by Ye et al. 2020"
+            + ("global average pool: any input size; ImageNet ResNet-50's four stages for the "
+               "PruneTrain lasso runs at 16 x 16, issue 15)" if gap else
+               "4x4 average pool), as used by Ye et al. 2020")
             + (", with the 100-class head of their CIFAR-100 runs (Table 2)" if c100 else ""),
             "Ye et al. 2020, 'Accelerating CNN Training by Pruning Activation Gradients' (ECCV), "
             "CIFAR-10 ResNets (first conv 3x3 pad 1 stride 1, 4x4 average pool before the FC); "
@@ -262,11 +264,14 @@ def resnet_cifar_kuangliu(depth: int, classes: int = 10) -> Net:
             "cifar100" if c100 else "cifar10", CIFAR,
             notes=f"""{'Bottleneck blocks (expansion 4), stride on the 3x3 conv2' if bottleneck
             else 'Basic blocks'}; 1x1 conv + BN projection shortcuts (`shortcut.0`) where the shape
-            changes. The 4x4 average pool is F.avg_pool2d(out, 4) in the reference code.""")
+            changes. """ + ("""The reference code's 4x4 average pool (F.avg_pool2d(out, 4)) is a
+            global one here, so the network also runs on 16 x 16 images (a 2 x 2 last stage), as
+            ResNet-20's and ResNet-29's lasso runs do.""" if gap else """The 4x4 average pool is
+            F.avg_pool2d(out, 4) in the reference code."""))
     x = n.conv("conv1", "x", 64, 3, pad=1, bn=True, relu=True)
     x, c = _stages(n, x, 64, (64, 128, 256, 512), _KL_BLOCKS[depth], (1, 2, 2, 2), bottleneck,
                    "shortcut")
-    x = n.pool("avgpool", x, "avg", 4)
+    x = n.pool("avgpool", x, "avg", global_=True) if gap else n.pool("avgpool", x, "avg", 4)
     n.fc("linear", x, classes)
     return n
 
@@ -389,7 +394,7 @@ def zoo() -> list[Net]:
             + [alexnet_cifar(), regnetx_400mf()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
             + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
-               resnet_cifar_bottleneck(29, 4)])
+               resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True)])
 
 
 def markdown(names: list[str]) -> str:

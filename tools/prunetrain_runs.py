@@ -14,6 +14,7 @@
     python tools/prunetrain_runs.py --grid bottleneck --jobs 2   # bottleneck ResNet-29 (CPU, ~80 min)
     python tools/prunetrain_runs.py --grid bottleneck-wide --device cuda   # at 4x width (GPU)
     python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 4   # Table 1's CIFAR-10 nets, 32 x 32
+    python tools/prunetrain_runs.py --grid resnet50 --device cuda --jobs 2 # ResNet-50's four stages, 16 x 16
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -171,11 +172,18 @@ BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4"
 TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
                (("resnet32", 0.2), ("vgg11-cifar", 0.2), ("resnet32", 0.25),
                 ("vgg11-cifar", 0.25), ("vgg13-cifar", 0.2))]
+# ImageNet ResNet-50's four stages (3/4/6/3 bottleneck blocks, inner 64-512, nodes 256-2048) on
+# 16 x 16 CIFAR-10 (stages at 16/8/4/2), the bottleneck-wide grid's setting step for step: the
+# spread was learnt over three stages, and the authors' ImageNet ResNet-50s prune the first stage
+# and the middle stages' inner spaces and keep the last stage's inner spaces, the reverse of the
+# model's spread there (docs/system.md). One H200, two at once (--stop-after in a device call).
+RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out")
+                 for r in (0.25, 0.1, 0.2)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
-         "table1": TABLE1_GRID}
+         "table1": TABLE1_GRID, "resnet50": RESNET50_GRID}
 
 
 class _Deadline(Exception):

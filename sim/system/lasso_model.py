@@ -1009,6 +1009,50 @@ def leave_bottleneck_out(runs: tuple[RunData, ...] | None = None) -> dict | None
     return leave_out(lambda r: r.expansion != 1.0, runs)
 
 
+def leave_four_stage_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
+    """The runs on four-stage networks (residual nodes over 3 halvings of the map: ImageNet
+    ResNet-50's stages, `--grid resnet50`), predicted by a fit to the others, all of which have
+    at most three stages (None without such runs)."""
+    return leave_out(lambda r: stages(r) >= 4, runs)
+
+
+def stages(r: RunData) -> int:
+    """Feature-map sizes a run's residual nodes span: a ResNet's stages (0 without any)."""
+    d = r.residual_spaces
+    return 0 if d is None or not len(d.z) else int(round(float(d.z.max()))) + 1
+
+
+def space_score(kf: KindFit, d: SpaceData, plain: bool) -> np.ndarray:
+    """The fitted spread's score of a run's spaces (spread_keep): tilt x z, + the later-block
+    exponent on a plain space in a later block, + the last-stage exponent on a floored space."""
+    score = kf.tilt * d.z
+    if plain and d.later is not None:
+        score = score + kf.block * d.later
+    if d.floor is not None:
+        score = score + kf.last * (d.floor > 0)
+    return score
+
+
+def stage_spread(r: RunData, fit: Fit) -> dict[str, list[tuple[int, float, float]]]:
+    """Per kind ("plain", "residual") and feature-map size (z, halvings from the largest): the
+    run's last kept fraction of those spaces (channel-weighted) against what the fitted spread
+    gives them from the run's own last mean of the kind: the spread's error apart from the
+    level's (a chain's plain spaces take Fit.chain's spread)."""
+    out = {}
+    for kind, d, kf in (("plain", r.plain_spaces,
+                         fit.chain if not r.has_residual and fit.chain else fit.plain),
+                        ("residual", r.residual_spaces, fit.residual)):
+        if d is None or not len(d.c):
+            continue
+        k = d.keep[-1]
+        m = float((k * d.c).sum() / d.c.sum())
+        pred = spread_keep(m, d.c, space_score(kf, d, kind == "plain"), d.floor)[0]
+        out[kind] = [(int(round(float(z))), float((k * d.c)[d.z == z].sum() / d.c[d.z == z].sum()),
+                      float((pred * d.c)[d.z == z].sum() / d.c[d.z == z].sum()))
+                     for z in np.unique(d.z)]
+    return out
+
+
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
                      fit: Fit | None = None, depth: float = 1.0, init: str = PAPER_INIT):
     """Channel widths from each reconfiguration epoch on, from the fitted model, for a network
