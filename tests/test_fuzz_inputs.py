@@ -399,3 +399,56 @@ def test_workload_ranges(fields):
         l = w.layers[0]
         assert l.p >= 1 and l.q >= 1 and l.pad < max(l.r, l.s)
         assert l.macs(1) <= BUDGETS["layer_macs"].limit
+
+
+# ---- the libyaml path of the strict loader against its pure-Python reference ------------------
+
+_YAML_EDGES = ["a: 1\na: 2\n", "a: &x [*x]\n", "a: [1, 2\n", "\tkey: 1\n", "a: b: c\n",
+               "- a\nb: 1\n", "a: *nope\n", "", "---\n...\n", "a: !!python/object:os.system x\n",
+               "a: 'unterminated\n", "? [1,2]\n: 3\n", "{a: 1, a: 1}\n", "a: 1\n---\nb: 2\n",
+               "a: !!binary aGk=\n", "a: 2026-11-27\n", "<<: {a: 1}\nb: 2\n", "a: .inf\nb: 0x1f\n"]
+
+
+def _both(text):
+    out = []
+    for fast in (False, True):
+        try:
+            out.append(("ok", load_yaml_text(text, "y.yaml", ConfigError, fast=fast)))
+        except ConfigError as e:
+            out.append(("error", e.file, e.field, e.message))
+    return out
+
+
+@pytest.mark.parametrize("text", _YAML_EDGES)
+def test_fast_yaml_loader_matches_the_pure_one_on_edge_cases(text):
+    pure, fast = _both(text)
+    assert fast == pure
+
+
+@given(st.integers(1, 80), st.sampled_from(["[", "{a: ", "block"]), st.booleans())
+def test_fast_yaml_loader_bounds_depth_as_the_pure_one(depth, opener, empty):
+    """The libyaml path counts the depth on the event stream, the pure composer as it recurses:
+    the same documents refused, at the same line, empty innermost collections included."""
+    if opener == "block":
+        text = "".join("  " * i + f"k{i}:\n" for i in range(depth)) + "  " * depth + \
+            ("[]" if empty else "v") + "\n"
+    else:
+        closer = "]" if opener == "[" else "}"
+        text = "k: " + opener * depth + ("[]" if empty else "1") + closer * depth
+    pure, fast = _both(text)
+    assert fast == pure
+
+
+def test_fast_yaml_loader_reads_the_bundled_files_as_the_pure_one():
+    """Every workload, hwconfig and cluster file, and a few run files, read alike both ways."""
+    from sim.yamlio import _FAST
+    if not _FAST:
+        pytest.skip("PyYAML without libyaml: only the pure loader runs")
+    root = Path(__file__).resolve().parents[1]
+    files = (sorted((root / "workloads").glob("*.yaml")) + sorted((root / "hwconfigs").rglob("*.yaml"))
+             + sorted((root / "sim" / "data" / "prunetrain").glob("resnet20-digits8-rho0.2*.yaml")))
+    assert len(files) > 40
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        assert load_yaml_text(text, f, ConfigError, fast=True) == \
+            load_yaml_text(text, f, ConfigError, fast=False), f

@@ -176,7 +176,9 @@ TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
 # 16 x 16 CIFAR-10 (stages at 16/8/4/2), the bottleneck-wide grid's setting step for step: the
 # spread was learnt over three stages, and the authors' ImageNet ResNet-50s prune the first stage
 # and the middle stages' inner spaces and keep the last stage's inner spaces, the reverse of the
-# model's spread there (docs/system.md). One H200, two at once (--stop-after in a device call).
+# model's spread there (docs/system.md). Session 17, one H200: rho 0.25 / 0.1 two at once for 485 s
+# (~3.2 s an epoch each: epochs 145 / 153 of 182), rho 0.2 alone for 225 s (~1.9 s an epoch: 118),
+# written from their logs (--stop-after); fitted since. A whole run alone needs ~6 min.
 RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out")
                  for r in (0.25, 0.1, 0.2)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
