@@ -215,7 +215,7 @@ def test_expansion_is_node_width_over_block_width():
     assert expansion(load_workload("resnet20")) == pytest.approx(1.0)
     assert expansion(load_workload("resnet18-cifar")) == pytest.approx(1.0)
     assert expansion(load_workload("vgg11-cifar")) == 1.0
-    for name in ("resnet29-bottleneck", "resnet50-cifar", "resnet50-imagenet"):
+    for name in ("resnet29-bottleneck", "resnet50-cifar", "resnet50-imagenet", "resnet50-bt-cifar"):
         assert expansion(load_workload(name)) == pytest.approx(4.0)
 
 

@@ -347,3 +347,22 @@ def test_search_path(tmp_path, monkeypatch):
     assert find_workload_file("cnn2") == tmp_path / "cnn2.yaml"  # shadows the bundled one
     assert "tiny" in zoo_names() and "resnet50-imagenet" in zoo_names()
     assert load_workload("resnet50-imagenet").name == "resnet50-imagenet"
+
+
+def test_prunetrain_cifar_resnet50_is_the_authors_network():
+    """resnet50-bt-cifar against the authors' resnet50_bt_flat (PruneTrain code): a 16-channel
+    3x3 stem, 3 stages of 8 bottleneck blocks (1x1, 3x3 with the stage's stride, 1x1 to 4x),
+    projections only in each stage's first block, 256 features into the FC; 0.78 M parameters."""
+    w = load_workload("resnet50-bt-cifar")
+    convs = [l for l in w.layers if l.op == "conv"]
+    assert convs[0].c_out == 16 and convs[0].r == 3
+    assert len(convs) == 1 + 24 * 3 + 3            # stem, 24 blocks of 3, 3 projections
+    assert len({l.residual_node for l in convs if l.residual_node}) == 3    # a node a stage
+    inner = {l.c_out for l in convs if l.name.endswith(("conv1", "conv2"))}
+    nodes = {l.c_out for l in convs if l.name.endswith("conv3")}
+    assert inner == {16, 32, 64} and nodes == {64, 128, 256}
+    assert [l.stride for l in convs if l.name.endswith("conv2") and l.stride != 1] == [2, 2]
+    fc = w.layers[-1]
+    assert fc.op == "fc" and fc.c_in == 256 and fc.c_out == 10
+    assert load_workload("resnet50-bt-cifar100").layers[-1].c_out == 100
+    assert 0.77e6 < w.params() < 0.79e6

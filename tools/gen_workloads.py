@@ -243,6 +243,31 @@ def resnet_cifar_bottleneck(depth: int, width: int = 1) -> Net:
     return n
 
 
+def resnet50_bt_prunetrain(classes: int = 10) -> Net:
+    c100 = classes == 100
+    n = Net("resnet50-bt-cifar" + ("100" if c100 else ""),
+            "PruneTrain's CIFAR 'ResNet-50': 3 stages of 8 bottleneck blocks, 16/32/64 channels "
+            "inside a block, 64/128/256 between blocks"
+            + (", 100-class head" if c100 else ""),
+            "Lym et al. 2019 (PruneTrain, SC'19) code: src/models/cifar/resnet50_bt_flat.py "
+            "(ResNet50BT, 'Flattened ResNet50 for CIFAR10/100'; public copy github.com/"
+            "VictorSuciu/prunetrain)",
+            "cifar100" if c100 else "cifar10", CIFAR,
+            notes="""The network the PruneTrain paper's CIFAR ResNet-50 rows (Table 1, the CIFAR-100
+            dynamic mini-batch) were trained with, layer for layer: a 3x3 16-channel stem, then
+            24 post-activation bottleneck blocks (1x1, 3x3 with the stage's stride, 1x1 to 4x;
+            BN after every conv, no conv bias), 1x1 conv + BN projections in the first block of
+            each stage (16 -> 64 at stride 1, then stride 2), an 8x8 average pool (global at
+            32 x 32) and one FC. The CIFAR bottleneck form of He et al. 2016b with 8 blocks a
+            stage (depth 9n+2 = 74 counting convs, though the authors call it ResNet-50); not
+            the four-stage kuangliu `resnet50-cifar` of the activation-gradient papers.""")
+    x = n.conv("conv1", "x", 16, 3, pad=1, bn=True, relu=True)
+    x, c = _stages(n, x, 16, (16, 32, 64), (8, 8, 8), (1, 2, 2), True, "shortcut")
+    x = n.pool("avgpool", x, "avg", global_=True)
+    n.fc("linear", x, classes)
+    return n
+
+
 _KL_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
               152: (3, 8, 36, 3)}
 
@@ -394,7 +419,8 @@ def zoo() -> list[Net]:
             + [alexnet_cifar(), regnetx_400mf()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
             + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
-               resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True)])
+               resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True),
+               resnet50_bt_prunetrain(), resnet50_bt_prunetrain(100)])
 
 
 def markdown(names: list[str]) -> str:
