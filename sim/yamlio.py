@@ -51,11 +51,16 @@ class _StrictLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def get_single_data(self):
-        node = self.get_single_node()
-        if node is None:
-            return None
-        _check_expanded_size(node)
-        return self.construct_document(node)
+        return _checked_single_data(self)
+
+
+def _checked_single_data(loader):
+    """The one document of `loader`, composed, its expanded size checked, then constructed."""
+    node = loader.get_single_node()
+    if node is None:
+        return None
+    _check_expanded_size(node)
+    return loader.construct_document(node)
 
 
 _FAST = getattr(yaml, "__with_libyaml__", False)
@@ -67,11 +72,7 @@ if _FAST:
         before composing: see _check_depth)."""
 
         def get_single_data(self):
-            node = self.get_single_node()
-            if node is None:
-                return None
-            _check_expanded_size(node)
-            return self.construct_document(node)
+            return _checked_single_data(self)
 
 
 def _check_depth(text: str) -> None:

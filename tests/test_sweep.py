@@ -312,10 +312,13 @@ def _sweep_proc(db: Path, *extra: str, hold: bool = False) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PRUNESIM_PROGRESS="0")
     # cnn2 (fast) first, then resnet20 on a CPU model (seconds): the kill lands in between
     entry = ["-c", _HOLD_AFTER_FIRST_GROUP, "sweep"] if hold else ["-m", "sim", "sweep"]
+    # the child gets Ctrl-C's default action back: a test run started in the background (`make
+    # test &`, nohup) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
     return subprocess.Popen([sys.executable, *entry, "--hw", "a100-sxm4-40gb",
                              "--hw", "xeon-e5-2680v4", "--trace", CNN2, "--trace", RESNET20,
                              "--method", "dbtd:p=0.99", "--jobs", "1", "--db", str(db), *extra],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_rows(db: Path, proc: subprocess.Popen, timeout: float = 180.0) -> int:
