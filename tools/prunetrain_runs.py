@@ -181,11 +181,17 @@ TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
 # written from their logs (--stop-after); fitted since. A whole run alone needs ~6 min.
 RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out")
                  for r in (0.25, 0.1, 0.2)]
+# The PruneTrain authors' own CIFAR "ResNet-50" (resnet50-bt-cifar: their resnet50_bt_flat, 3 stages
+# of 8 bottleneck blocks, 16-64 inside), the network of Table 1's CIFAR ResNet-50 rows: on 16 x 16
+# CIFAR-10 at the bundled bottleneck runs' setting (CPU: ~77 s a virtual epoch on one core, ~4 h a
+# run), and at 32 x 32 at the paper's per-sample lr (the table1 grid's setting: a GPU's).
+AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", 0.2, 10, **_C16, init="he_fan_out")]
+                    + [RunConfig("resnet50-bt-cifar", r, 10, **_C) for r in (0.2, 0.25)])
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
-         "table1": TABLE1_GRID, "resnet50": RESNET50_GRID}
+         "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID}
 
 
 class _Deadline(Exception):
