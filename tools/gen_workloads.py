@@ -236,10 +236,16 @@ def resnet_cifar_bottleneck(depth: int, width: int = 1) -> Net:
             the sum) as in ResNet-50, not the pre-activation units of the source; 1x1 conv + BN
             projection shortcuts where the shape changes. The 4x-wide form has ResNet-50's inner
             widths (64-256): with it the runs can tell the expansion from a narrow block.""")
+    return _cifar_bottleneck_body(n, w, nb, 10)
+
+
+def _cifar_bottleneck_body(n: Net, w, nb: int, classes: int) -> Net:
+    """He et al. 2016b's CIFAR bottleneck ResNet: a 3x3 stem of w[0] channels, 3 stages of nb
+    bottleneck blocks (w inside, 4w between), a global average pool and one FC."""
     x = n.conv("conv1", "x", w[0], 3, pad=1, bn=True, relu=True)
     x, c = _stages(n, x, w[0], w, (nb,) * 3, (1, 2, 2), True, "shortcut")
     x = n.pool("avgpool", x, "avg", global_=True)
-    n.fc("linear", x, 10)
+    n.fc("linear", x, classes)
     return n
 
 
@@ -261,11 +267,7 @@ def resnet50_bt_prunetrain(classes: int = 10) -> Net:
             32 x 32) and one FC. The CIFAR bottleneck form of He et al. 2016b with 8 blocks a
             stage (depth 9n+2 = 74 counting convs, though the authors call it ResNet-50); not
             the four-stage kuangliu `resnet50-cifar` of the activation-gradient papers.""")
-    x = n.conv("conv1", "x", 16, 3, pad=1, bn=True, relu=True)
-    x, c = _stages(n, x, 16, (16, 32, 64), (8, 8, 8), (1, 2, 2), True, "shortcut")
-    x = n.pool("avgpool", x, "avg", global_=True)
-    n.fc("linear", x, classes)
-    return n
+    return _cifar_bottleneck_body(n, (16, 32, 64), 8, classes)
 
 
 _KL_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),

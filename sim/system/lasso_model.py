@@ -688,6 +688,13 @@ class Fit:
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
 
+    def spread_kind(self, residual: bool, has_residual: bool) -> KindFit:
+        """The fit whose spread (tilt, block, last) a kind's spaces take: a chain's plain spaces
+        (no residual nodes in the network) Fit.chain's where fitted, else the kind's own."""
+        if not (residual or has_residual) and self.chain is not None:
+            return self.chain
+        return self.kind(residual)
+
     def keep(self, rho: float, u_by_beta, residual: bool, high=False,
              scale: float = 1.0, task: float = 1.0, natural: float = 0.0,
              temp: float = 1.0, decay: float = 1.0, expansion: float = 1.0) -> np.ndarray:
@@ -1022,14 +1029,15 @@ def stages(r: RunData) -> int:
     return 0 if d is None or not len(d.z) else int(round(float(d.z.max()))) + 1
 
 
-def space_score(kf: KindFit, d: SpaceData, plain: bool) -> np.ndarray:
-    """The fitted spread's score of a run's spaces (spread_keep): tilt x z, + the later-block
-    exponent on a plain space in a later block, + the last-stage exponent on a floored space."""
-    score = kf.tilt * d.z
-    if plain and d.later is not None:
-        score = score + kf.block * d.later
-    if d.floor is not None:
-        score = score + kf.last * (d.floor > 0)
+def spread_score(kf: KindFit, z, later=None, floor=None) -> np.ndarray:
+    """The fitted spread's score of a kind's spaces (spread_keep): tilt x z, + the later-block
+    exponent on a space in a later block (`later`: plain spaces only), + the last-stage exponent
+    on a space with a classifier floor."""
+    score = kf.tilt * np.asarray(z, dtype=float)
+    if later is not None:
+        score = score + kf.block * later
+    if floor is not None:
+        score = score + kf.last * (np.asarray(floor) > 0)
     return score
 
 
@@ -1039,17 +1047,16 @@ def stage_spread(r: RunData, fit: Fit) -> dict[str, list[tuple[int, float, float
     gives them from the run's own last mean of the kind: the spread's error apart from the
     level's (a chain's plain spaces take Fit.chain's spread)."""
     out = {}
-    for kind, d, kf in (("plain", r.plain_spaces,
-                         fit.chain if not r.has_residual and fit.chain else fit.plain),
-                        ("residual", r.residual_spaces, fit.residual)):
+    for kind, d in (("plain", r.plain_spaces), ("residual", r.residual_spaces)):
         if d is None or not len(d.c):
             continue
+        resid = kind == "residual"
         k = d.keep[-1]
-        m = float((k * d.c).sum() / d.c.sum())
-        pred = spread_keep(m, d.c, space_score(kf, d, kind == "plain"), d.floor)[0]
-        out[kind] = [(int(round(float(z))), float((k * d.c)[d.z == z].sum() / d.c[d.z == z].sum()),
-                      float((pred * d.c)[d.z == z].sum() / d.c[d.z == z].sum()))
-                     for z in np.unique(d.z)]
+        score = spread_score(fit.spread_kind(resid, r.has_residual), d.z,
+                             None if resid else d.later, d.floor)
+        pred = spread_keep(float((k * d.c).sum() / d.c.sum()), d.c, score, d.floor)[0]
+        at = lambda x, z: float((x * d.c)[d.z == z].sum() / d.c[d.z == z].sum())  # noqa: E731
+        out[kind] = [(int(round(float(z))), at(k, z), at(pred, z)) for z in np.unique(d.z)]
     return out
 
 
@@ -1081,14 +1088,11 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     kinds = []
     for ss, resid in ((plain, False), (res, True)):
         if ss:
-            kf = fit.kind(resid)
-            sp = fit.chain if not (resid or res) and fit.chain is not None else kf
             c = np.array([chans[s] for s in ss], dtype=float)
             fl = np.array([floor.get(s, 0) for s in ss]) / c
-            score = sp.tilt * map_depth(workload, ss) + sp.last * (fl > 0)
-            if not resid:
-                score = score + sp.block * later_blocks(workload, ss, res)
-            kinds.append((ss, kf, c, score, fl))
+            score = spread_score(fit.spread_kind(resid, bool(res)), map_depth(workload, ss),
+                                 None if resid else later_blocks(workload, ss, res), fl)
+            kinds.append((ss, fit.kind(resid), c, score, fl))
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
