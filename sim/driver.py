@@ -272,8 +272,12 @@ def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
                 layer, mg, spec = full, arr, m
                 if hasattr(m, "narrow"):
                     # a PruneTrain column (sim.replay.Combined): the layer at this epoch's widths,
-                    # its dO cut to the kept channels, and the gradient method acting on that
-                    layer, mg, spec = m.narrow(trace, full, arr, rec.epoch)
+                    # its dO cut to the kept channels, and the gradient method acting on that;
+                    # a layer of a block removed by then has no row in this column
+                    narrowed = m.narrow(trace, full, arr, rec.epoch)
+                    if narrowed is None:
+                        continue
+                    layer, mg, spec = narrowed
                 g = g_full if layer is full else lower(layer, trace.batch)
                 res = apply_method(spec, layer, mg, key=stream_key(seed, layer.index, rec.iteration),
                                    batch=trace.batch, conv_index=conv_index.get(layer.name, 0),

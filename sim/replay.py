@@ -163,8 +163,13 @@ class Combined:
 
     def narrow(self, trace: Trace, layer, g, epoch: int):
         """(the narrowed layer, dO cut to its first channels, the gradient method): what
-        sim.driver.run_trace replays for this column at a layer of an iteration of `epoch`."""
-        nl = self.workload_at(trace, epoch).layer(layer.name)
+        sim.driver.run_trace replays for this column at a layer of an iteration of `epoch`; None
+        where the trajectory has removed the layer's residual block by then (the column has no
+        row for it: no work)."""
+        try:
+            nl = self.workload_at(trace, epoch).layer(layer.name)
+        except KeyError:
+            return None      # a dead block's layer, removed at this epoch (trajectory width 0)
         if nl is layer:
             return layer, g, self.method
         want = nl.tensor_shapes(g.shape[0])["dO"]

@@ -51,6 +51,9 @@ class ChannelPlan:
     space_keep: dict[str, np.ndarray]        # space -> bool mask over its channels
     layer_c_in: dict[str, int]
     layer_c_out: dict[str, int]
+    # spaces with no channel left: each keeps one all-zero channel (the layers stay well formed);
+    # PruneTrain removes such a residual block's path (its rm_layers.py), a trajectory writes 0
+    dead: frozenset = frozenset()
 
     def density(self, workload: Workload) -> float:
         """Remaining fraction of conv+FC weights."""
@@ -92,12 +95,11 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
             keep[l.in_space][:] = True           # nor the network input's channels
         else:
             keep[l.in_space] |= dense_in_channels(w, l, chans[l.in_space], threshold)
-    for m in keep.values():
+    dead = frozenset(s for s, m in keep.items() if not m.any())
+    for s in dead:
         # a space whose every channel is zero keeps one (channel 0, all zeros): the layers around
-        # it stay well formed, the network computes the same; the trajectory model's width floor
-        # max(1, round(keep * C)) is the same rule
-        if not m.any():
-            m[0] = True
+        # it stay well formed, the network computes the same
+        keep[s][0] = True
     c_in, c_out = {}, {}
     for l in workload.layers:
         kin = int(keep[l.in_space].sum())
@@ -106,7 +108,7 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
         else:
             c_in[l.name] = kin
         c_out[l.name] = int(keep[l.out_space].sum())
-    return ChannelPlan(keep, c_in, c_out)
+    return ChannelPlan(keep, c_in, c_out, dead)
 
 
 def group_lasso_norm(workload: Workload, weights: dict[str, np.ndarray]) -> float:

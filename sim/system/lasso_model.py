@@ -82,6 +82,8 @@ import numpy as np
 
 from sim.errors import ConfigError
 from sim.methods.prunetrain import space_channels
+from sim.system.block_death import (block_death, block_groups, choose_dead, death_probability,
+                                    fit_death)
 from sim.system.trajectory import Trajectory, layer_widths
 from sim.workload import Workload, tensor_chw
 from sim.yamlio import load_yaml_file
@@ -306,6 +308,13 @@ class SpaceData:
     keep: np.ndarray
     later: np.ndarray | None = None    # 1: the space is in a later block of its stage
     floor: np.ndarray | None = None    # the fewest channels kept, as a fraction (classifier_floor)
+    dead: np.ndarray | None = None     # epochs x spaces: no channel left (the run's `dead` records)
+
+    def dead_or_one(self) -> np.ndarray:
+        """Dead per epoch and space: the run's records, else (runs recorded before them) one
+        channel kept or none: a space left with none keeps one zero channel in the run, and a
+        last live channel cannot be told from it."""
+        return self.dead if self.dead is not None else self.keep * self.c <= 1.0 + 1e-9
 
 
 @dataclass(frozen=True)
@@ -611,9 +620,11 @@ def read_run(path: Path) -> RunData:
             if not ss:
                 return None
             c = np.array([chans[s] for s in ss], dtype=float)
+            dead = (np.array([[s in p["dead"] for s in ss] for p in per])
+                    if all("dead" in p for p in per) else None)
             return SpaceData(c, map_depth(w, ss),
                              np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c,
-                             later, np.array([floor.get(s, 0) for s in ss]) / c)
+                             later, np.array([floor.get(s, 0) for s in ss]) / c, dead)
 
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
@@ -684,6 +695,9 @@ class Fit:
     # the plain kind's level with the spread of a chain: a network without residual nodes (VGG),
     # every space on its only path (None without such runs: the plain spread then)
     chain: KindFit | None = None
+    # (a, b) of sim.system.block_death.death_probability over the plain spaces of residual
+    # blocks (death_rows); None: no block ever dies
+    death: tuple[float, float] | None = None
 
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
@@ -896,8 +910,35 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
         if inner and chains:
             t, q, rms = fit_spread([r.plain_spaces for r in chains], blocks=False, last=True)
             chain = dataclasses.replace(plain, tilt=t, block=0.0, last=q, tilt_rms=rms)
-    return Fit(plain, resid, tuple(r.name for r in runs),
-               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain)
+    fit = Fit(plain, resid, tuple(r.name for r in runs),
+              math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain)
+    if spread:
+        x, y = death_rows(runs, fit)
+        if len(y) and 0 < y.sum() < len(y):
+            fit = dataclasses.replace(fit, death=fit_death(x, y))
+    return fit
+
+
+def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The block-death fit's data: for every run with residual blocks, every 5th epoch (or the
+    last, `last_only`) and every plain space, the channels the fitted spread gives the space
+    from the run's own mean keep of the kind (the level's error apart), and whether the space
+    was dead (SpaceData.dead_or_one)."""
+    xs, ys = [], []
+    for r in runs:
+        d = r.plain_spaces
+        if not r.has_residual or d is None or len(d.c) < 2:
+            continue
+        score = spread_score(fit.spread_kind(False, True), d.z, d.later, d.floor)
+        dead = d.dead_or_one()
+        rows = [len(d.keep) - 1] if last_only else range(4, len(d.keep), 5)
+        for e in rows:
+            m = float((d.keep[e] * d.c).sum() / d.c.sum())
+            xs.append(spread_keep(m, d.c, score, d.floor)[0] * d.c)
+            ys.append(dead[e])
+    if not xs:
+        return np.zeros(0), np.zeros(0, bool)
+    return np.concatenate(xs), np.concatenate(ys).astype(bool)
 
 
 def spread_runs(plain_runs) -> tuple[tuple[RunData, ...], tuple[RunData, ...]]:
@@ -933,6 +974,7 @@ def write_fit(directory: str | Path, fit: Fit) -> Path:
            "fit": {"plain": dataclasses.asdict(fit.plain),
                    "residual": dataclasses.asdict(fit.residual),
                    "chain": dataclasses.asdict(fit.chain) if fit.chain else None,
+                   "death": list(fit.death) if fit.death else None,
                    "runs": list(fit.runs), "rms": fit.rms}}
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return out
@@ -949,7 +991,9 @@ def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
             if doc.get("runs_digest") == runs_digest(directory):
                 d = doc["fit"]
                 return Fit(KindFit(**d["plain"]), KindFit(**d["residual"]), tuple(d["runs"]),
-                           d["rms"], KindFit(**d["chain"]) if d.get("chain") else None)
+                           d["rms"], KindFit(**d["chain"]) if d.get("chain") else None,
+                           (float(d["death"][0]), float(d["death"][1])) if d.get("death")
+                           else None)
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(str(f), "fit", f"unreadable stored fit ({e}); rewrite it with "
                               "`python tools/prunetrain_runs.py --write-fit`") from None
@@ -1061,14 +1105,17 @@ def stage_spread(r: RunData, fit: Fit) -> dict[str, list[tuple[int, float, float
 
 
 def model_trajectory(workload: Workload, rho: float, interval: int, sched: Schedule,
-                     fit: Fit | None = None, depth: float = 1.0, init: str = PAPER_INIT):
+                     fit: Fit | None = None, depth: float = 1.0, init: str = PAPER_INIT,
+                     blocks: bool = True):
     """Channel widths from each reconfiguration epoch on, from the fitted model, for a network
     initialised as `init` (default: the authors' He fan-out init, PAPER_INIT).
 
     depth scales the pruned fraction, keep' = 1 - depth * (1 - keep) (1: the model). Not a model
     input: the validation's error budget uses it to feed the engine a trajectory of the model's
     shape whose FLOPs equal a published figure, separating the engine's error from the
-    trajectory's."""
+    trajectory's. blocks: residual blocks die (Fit.death, with_dead_blocks) and their paths are
+    removed, as PruneTrain removes them; False: every space keeps at least one channel (the
+    spread alone; the validation's row without block death)."""
     if not (math.isfinite(depth) and depth >= 0.0):
         raise ConfigError(None, "depth", f"must be a finite number >= 0, got {depth}")
     fit = fit or bundled_fit()
@@ -1092,17 +1139,55 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
             fl = np.array([floor.get(s, 0) for s in ss]) / c
             score = spread_score(fit.spread_kind(resid, bool(res)), map_depth(workload, ss),
                                  None if resid else later_blocks(workload, ss, res), fl)
-            kinds.append((ss, fit.kind(resid), c, score, fl))
+            groups = block_groups(workload, ss) if fit.death and not resid and blocks else []
+            kinds.append((ss, fit.kind(resid), c, score, fl, groups))
+    dead: frozenset[int] = frozenset()
     for e in range(interval, sched.epochs, interval):
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
-        for ss, kf, c, score, fl in kinds:
+        for ss, kf, c, score, fl, groups in kinds:
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
                                                              task, natural, decay=decay,
                                                              expansion=ex))))
-            for s, ks in zip(ss, spread_keep(k, c, score, fl)[0]):
-                width[s] = max(1, round(chans[s] * float(ks)))
+            ks, gone = spread_keep(k, c, score, fl)[0], np.zeros(len(c), bool)
+            if groups:
+                ks, dead = with_dead_blocks(k, c, score, fl, groups, fit.death, dead)
+                gone = dead_spaces(groups, dead, len(c))
+            for s, kk, cc, g in zip(ss, ks, c, gone):
+                width[s] = 0 if g else max(1, round(cc * float(kk)))
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
+    died = f", {len(dead)} blocks removed" if dead else ""
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
-                                  f"interval={interval}, {init} init; {sched.source}{scaled})")
+                                  f"interval={interval}, {init} init; {sched.source}{scaled}{died})")
+
+
+def with_dead_blocks(k: float, c: np.ndarray, score: np.ndarray, floor: np.ndarray,
+                     groups: list[list[int]], coef: tuple[float, float],
+                     before: frozenset[int] = frozenset()) -> tuple[np.ndarray, frozenset[int]]:
+    """Per-space keep of a kind's plain spaces with dead blocks (sim.system.block_death): the
+    spread of the mean k gives each space its channels and death probability; choose_dead kills
+    the expected number of blocks (at least those dead `before`); their spaces keep 0, and the
+    rest take the spread of what is left of the mean, k sum c less one channel per dead space
+    (the runs' means, which the level is fitted to, count a dead space's one zero channel), so
+    that the level stays the lasso's. Returns (keep per space, the dead blocks)."""
+    ks = spread_keep(k, c, score, floor)[0]
+    p = block_death(death_probability(coef, ks * c), groups)
+    dead = choose_dead(p, before)
+    if not dead:
+        return ks, dead
+    gone = dead_spaces(groups, dead, len(c))
+    out = np.zeros(len(c))
+    live = ~gone
+    if live.any():
+        rest = (k * c.sum() - gone.sum()) / c[live].sum()
+        out[live] = spread_keep(min(1.0, max(0.0, rest)), c[live], score[live], floor[live])[0]
+    return out, dead
+
+
+def dead_spaces(groups: list[list[int]], dead: frozenset[int], n: int) -> np.ndarray:
+    """Mask over a kind's n spaces: those in a dead block."""
+    gone = np.zeros(n, bool)
+    for b in dead:
+        gone[groups[b]] = True
+    return gone

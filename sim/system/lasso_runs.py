@@ -8,7 +8,8 @@ from each reconfiguration epoch on), plus what the trajectory model is fitted to
   run:       the settings (rho, interval, lr, momentum, weight decay, batch, epochs, lambda, ...)
   per_epoch: per epoch the learning rate, batch, steps, the lasso dose lr*lambda*steps and the
              channels of every channel space that still hold a weight >= 1e-4 (the plan made at
-             that epoch end, whether or not the network is rebuilt then)
+             that epoch end, whether or not the network is rebuilt then), and the spaces left
+             with no channel at all ("dead": PruneTrain removes such a residual block)
 
 The images are resized to `size` x `size` (not the workload's 32 x 32): channel widths do not
 depend on the spatial size of networks that end in a global pool, and the runs are 16x cheaper.
@@ -184,11 +185,15 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
         if graphed is not None and model is not model_before:
             graphed.key = None   # a rebuilt model may reuse a freed one's id()
         if pt.reconfigurations and pt.reconfigurations[-1].epoch == e:
-            points[e + 1] = {l.name: [l.c_in, l.c_out] for l in pt.workload.layers}
+            # a space left with no channel keeps one zero channel in the model; the trajectory
+            # writes 0, so that replaying it removes the block's path as PruneTrain does
+            points[e + 1] = {l.name: [0 if l.in_space in plan.dead else l.c_in,
+                                      0 if l.out_space in plan.dead else l.c_out]
+                             for l in pt.workload.layers}
         norms = _out_group_norms(model, pt.workload)
         per_epoch.append({"epoch": e, "lr": lr, "batch": batch_before, "steps": steps,
                           "ce": round(ce_total / max(steps, 1), 5), "dose": dose,
-                          "kept": kept, "out_norm_quantiles": {
+                          "kept": kept, "dead": sorted(plan.dead), "out_norm_quantiles": {
                               q: float(np.quantile(norms, q / 100)) if len(norms) else 0.0
                               for q in (0, 10, 25, 50)}})
         if log:

@@ -37,7 +37,8 @@ from sim.system.collectives import levels_of
 from sim.system.memory import BATCH_STEP, footprint
 from sim.system.timeline import (IterationResult, layer_times, resolve_framework,
                                  simulate_iteration)
-from sim.system.trajectory import Trajectory, apply_widths, layer_widths  # noqa: F401 (re-exported)
+from sim.system.trajectory import (Trajectory, apply_widths, layer_widths,  # noqa: F401 (re-exported)
+                                   residual_paths)
 from sim.workload import Workload, lower
 from sim.yamlio import load_yaml_file
 
@@ -157,6 +158,7 @@ def trajectory_from_doc(doc, workload: Workload, file: str) -> Trajectory:
 def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
     """{epoch: {layer: (c_in, c_out, field)}} checked against the workload -> Trajectory."""
     by_name = {l.name: l for l in workload.layers}
+    paths = residual_paths(workload)
     pts = []
     for e in sorted(raw):
         if e < 0:
@@ -166,8 +168,12 @@ def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
             if n not in by_name:
                 raise ConfigError(file, f, f"no layer {n!r} in workload {workload.name}")
             l = by_name[n]
-            if not (1 <= a <= l.c_in and 1 <= b <= l.c_out):
-                raise ConfigError(file, f, f"widths ({a}, {b}) outside 1..({l.c_in}, {l.c_out})")
+            if not (0 <= a <= l.c_in and 0 <= b <= l.c_out):
+                raise ConfigError(file, f, f"widths ({a}, {b}) outside 0..({l.c_in}, {l.c_out})")
+            if (a == 0 or b == 0) and n not in paths:
+                raise ConfigError(file, f, "width 0 removes the layer, which PruneTrain does only "
+                                  "to a residual block's path (its convs up to the add); "
+                                  f"{n} is on none (use 1 for a space with one channel left)")
             if l.groups > 1 and (a, b) != (l.c_in, l.c_out):
                 raise ConfigError(file, f, "grouped convs cannot be narrowed by this model")
             ws.append((n, a, b))
