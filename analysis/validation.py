@@ -798,6 +798,7 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
         return
     tr, hi = m
     pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
+    yield from _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs, one)
     for cname, ptime in ptimes.items():
         cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
         d, model_p = runs[cname]
@@ -812,6 +813,47 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
                        f"{100 * (rt - ptime):+.1f} points remain (the engine's FLOPs -> time "
                        f"share); the trajectory's share is the difference, "
                        f"{100 * (model_rt - rt):+.1f} points")
+
+
+def _c_block_death_rows() -> Iterator[Row]:
+    """The block-death model (sim.system.block_death) held out by network: each network's runs'
+    dead inner spaces at their last epoch against the expected count from the model fitted
+    without that network's runs (lasso_model.death_held_out)."""
+    from sim.system.lasso_model import death_held_out
+    for d in death_held_out():
+        yield Row("C", f"block death, held out: {d['workload']} runs' dead inner spaces at the "
+                  "last epoch", float(d["measured"]), d["predicted"], "spaces",
+                  "death model fitted without this network's runs, on the fitted spread of each "
+                  "run's own mean", status="input",
+                  note=f"{d['runs']} run(s), {d['spaces']} inner spaces; in-sample "
+                       f"{d['in_sample']:.1f}; dead = no channel left (runs recorded before the "
+                       "`dead` records: one channel or none) (real runs, not a published number)")
+
+
+def _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs, one):
+    """Error budget, the block-death share: the training time with the model's spread alone
+    (no block removed; every inner space keeps a channel) against the model's."""
+    from sim.methods import parse_method
+    from sim.system.prunetrain import lasso_trajectory, simulate_run
+    from sim.system.trajectory import residual_paths
+    tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1),
+                          blocks=False)
+    if not residual_paths(w) or "removed" not in lasso_trajectory(
+            w, rho, interval, epochs, batch * (4 if classes == 1000 else 1)).source:
+        return
+    pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
+    for cname, ptime in ptimes.items():
+        cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
+        d, model_p = runs[cname]
+        p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
+        rt, model_rt = p.train_seconds / d.train_seconds, model_p.train_seconds / d.train_seconds
+        yield Row("C", f"{label}: training time vs dense, no block removed (the spread alone), "
+                  f"{cname}", ptime * 100, 100 * rt, "%", f"{cname} / model trajectory, "
+                  "blocks=False", status="input",
+                  note=f"error budget: removing the dead blocks (PruneTrain's rm_layers.py; "
+                       f"sim.system.block_death) moves the time {100 * (model_rt - rt):+.1f} "
+                       "points; without it the model misses by "
+                       f"{100 * (rt - ptime):+.1f} points")
 
 
 def _c_held_out_rows() -> Iterator[Row]:
@@ -939,6 +981,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_held_out_rows()
         yield from _c_stage_spread_rows()
+        yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
     dense_1080: dict = {}    # CIFAR-10 rows' dense run on one 1080 Ti, reused by _c_measured_rows
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:

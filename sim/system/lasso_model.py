@@ -42,8 +42,9 @@ above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a
 channels the lasso has killed still hover above 1e-4 until the first lr decay (the runs show the
 burst). beta, m, gamma, h, u_on, u_scale and a are fitted by least squares to every run's per-epoch
 kept fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
-reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)); the network
-input and the classifier outputs are never pruned. No published Table 1 number enters the fit.
+reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)), or 0 for the
+inner spaces of a block the death model kills (sim.system.block_death, with_dead_blocks); the
+network input and the classifier outputs are never pruned. No published Table 1 number enters the fit.
 
 Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
 ResNet's last-stage residual node keeps 0.2-0.6 while its first keeps ~1; VGG's 4x4 layers keep
@@ -1065,6 +1066,27 @@ def leave_four_stage_out(runs: tuple[RunData, ...] | None = None) -> dict | None
     ResNet-50's stages, `--grid resnet50`), predicted by a fit to the others, all of which have
     at most three stages (None without such runs)."""
     return leave_out(lambda r: stages(r) >= 4, runs)
+
+
+def death_held_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
+    """The block-death model held out by network: for each workload with residual blocks among
+    the runs, its runs' plain spaces dead at their last epoch (SpaceData.dead_or_one), measured,
+    against the expected count (sum of death_probability) from the death model fitted without
+    that workload's runs (on the stored fit's spread), and in-sample (Fit.death)."""
+    runs = runs or bundled_runs()
+    fit = bundled_fit()
+    out = []
+    for net in sorted({r.workload for r in runs if r.has_residual}):
+        test = [r for r in runs if r.workload == net]
+        x, y = death_rows([r for r in runs if r.workload != net], fit)
+        xt, yt = death_rows(test, fit, last_only=True)
+        if not len(yt) or not 0 < y.sum() < len(y) or fit.death is None:
+            continue
+        out.append({"workload": net, "runs": len(test), "spaces": len(yt),
+                    "measured": int(yt.sum()),
+                    "predicted": float(death_probability(fit_death(x, y), xt).sum()),
+                    "in_sample": float(death_probability(fit.death, xt).sum())})
+    return out
 
 
 def stages(r: RunData) -> int:

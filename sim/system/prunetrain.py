@@ -69,11 +69,12 @@ def parametric_trajectory(workload: Workload, epochs: int, interval: int, keep: 
 
 def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
                      global_batch: int, samples: int | None = None,
-                     depth: float = 1.0, weight_decay: float | None = None) -> Trajectory:
+                     depth: float = 1.0, weight_decay: float | None = None,
+                     blocks: bool = True) -> Trajectory:
     """The default PruneTrain trajectory: the lasso-dose model (sim.system.lasso_model) fitted to
-    the bundled real runs, with rho and the dataset's schedule as inputs (depth: see
-    lasso_model.model_trajectory; 1 is the model; weight_decay: the SGD decay, default the
-    authors' for the data set, lasso_model.default_schedule)."""
+    the bundled real runs, with rho and the dataset's schedule as inputs (depth, blocks: see
+    lasso_model.model_trajectory; 1 and True are the model; weight_decay: the SGD decay, default
+    the authors' for the data set, lasso_model.default_schedule)."""
     from sim.system.lasso_model import default_schedule, model_trajectory
     ds = workload.dataset or ""
     samples = samples or DATASET_SAMPLES.get(ds)
@@ -83,7 +84,7 @@ def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
     if weight_decay is not None and not (math.isfinite(weight_decay) and weight_decay > 0):
         raise ConfigError(None, "weight_decay", f"must be a finite number > 0, got {weight_decay}")
     sched = default_schedule(ds, epochs, global_batch, samples, weight_decay)
-    return model_trajectory(workload, rho, interval, sched, depth=depth)
+    return model_trajectory(workload, rho, interval, sched, depth=depth, blocks=blocks)
 
 
 def parse_model_spec(text: str) -> dict[str, float]:
