@@ -181,3 +181,20 @@ def test_channel_plan_names_the_dead_spaces():
     plan = channel_plan(w, weights)
     assert plan.dead == {"layer1.1.conv1"}
     assert plan.layer_c_out["layer1.1.conv1"] == 1      # the model keeps one zero channel
+
+
+def test_without_paths_keeps_the_widths_of_a_narrowed_workload():
+    w = load_workload("resnet20")
+    narrow = apply_widths(w, {"layer3.2.conv1": (64, 5), "layer3.2.conv2": (5, 64)})
+    v = without_paths(narrow, frozenset({"layer1.1.conv1"}))
+    assert v.layer("layer3.2.conv1").c_out == 5 and v.layer("layer3.2.conv2").c_in == 5
+    assert without_paths(w, frozenset({"layer1.1.conv1"})).layer("layer3.2.conv1").c_out == 64
+
+
+def test_death_rows_leave_out_the_high_lr_epochs():
+    from sim.system.lasso_model import _hi, bundled_fit, bundled_runs, death_rows
+    runs = [r for r in bundled_runs() if r.has_residual][:3]
+    x, y = death_rows(runs, bundled_fit())
+    n = sum(len(r.plain_spaces.c) * sum(1 for e in range(4, len(r.lrsteps), 5) if not _hi(r)[e])
+            for r in runs)
+    assert len(x) == len(y) == n > 0

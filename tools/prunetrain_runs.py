@@ -187,11 +187,17 @@ RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out
 # run), and at 32 x 32 at the paper's per-sample lr (the table1 grid's setting: a GPU's).
 AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", 0.2, 10, **_C16, init="he_fan_out")]
                     + [RunConfig("resnet50-bt-cifar", r, 10, **_C) for r in (0.2, 0.25)])
+# The narrow bottleneck at rho 0.2, with the per-epoch `dead` records (session 18): the death model
+# (sim.system.block_death), fitted mostly on basic blocks, predicts ~7x the dead inner spaces the
+# two narrow-bottleneck runs show; this run, to pending/, is a third point with the records
+# (`--grid bottleneck-dead --out sim/data/prunetrain/pending/bottleneck-dead`, ~80 min on one core).
+BOTTLENECK_DEAD_GRID = [dataclasses.replace(BOTTLENECK_GRID[0], rho=0.2)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
-         "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID}
+         "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
+         "bottleneck-dead": BOTTLENECK_DEAD_GRID}
 
 
 class _Deadline(Exception):

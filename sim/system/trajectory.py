@@ -60,10 +60,7 @@ def residual_paths(workload: Workload) -> dict[str, ResidualPath]:
     chains the longer is the path. An add whose operands do not meet at one fork, or whose two
     chains are equally long, has no removable path."""
     producer = {op["out"]: op for op in workload.ops}
-    readers: dict[str, int] = {}
-    for op in workload.ops:
-        for t in op["in"] if isinstance(op["in"], list) else [op["in"]]:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _readers(workload)
 
     def chain(t: str) -> tuple[list[str], str]:
         names: list[str] = []
@@ -85,6 +82,15 @@ def residual_paths(workload: Workload) -> dict[str, ResidualPath]:
     return out
 
 
+def _readers(workload: Workload) -> dict[str, int]:
+    """How many ops read each tensor."""
+    out: dict[str, int] = {}
+    for op in workload.ops:
+        for t in op["in"] if isinstance(op["in"], list) else [op["in"]]:
+            out[t] = out.get(t, 0) + 1
+    return out
+
+
 _WITHOUT: OrderedDict = OrderedDict()   # (checksum, origin, dead) -> Workload: epochs repeat
 
 
@@ -96,8 +102,19 @@ def without_paths(workload: Workload, dead: frozenset[str]) -> Workload:
     already a ReLU output in a post-activation ResNet). A dead layer on no residual path is an
     error: PruneTrain removes only those."""
     key = (workload.checksum, workload.origin, dead)
-    if key in _WITHOUT:
-        return _WITHOUT[key]
+    if key not in _WITHOUT:
+        _WITHOUT[key] = _rebuilt_without(workload, dead)
+        if len(_WITHOUT) > 64:
+            _WITHOUT.popitem(last=False)
+    # the rebuilt workload is the op list's; keep the widths of a workload already narrowed
+    kept = {l.name: l for l in workload.layers}
+    base = _WITHOUT[key]
+    return replace(base, layers=tuple(replace(l, c_in=kept[l.name].c_in, c_out=kept[l.name].c_out)
+                                      for l in base.layers))
+
+
+def _rebuilt_without(workload: Workload, dead: frozenset[str]) -> Workload:
+    """without_paths' workload, rebuilt from the op list (uncached)."""
     paths = residual_paths(workload)
     bad = sorted(n for n in dead if n not in paths)
     if bad:
@@ -108,10 +125,7 @@ def without_paths(workload: Workload, dead: frozenset[str]) -> Workload:
     blocks = {paths[n].add: paths[n] for n in dead}
     gone = {n for p in blocks.values() for n in (*p.layers, p.add)}
     rename = {p.add_out: p.other for p in blocks.values()}
-    readers: dict[str, int] = {}
-    for op in workload.ops:
-        for t in op["in"] if isinstance(op["in"], list) else [op["in"]]:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _readers(workload)
     relu_to = {p.other for p in blocks.values()
                if any(op["name"] == p.add and op.get("relu") for op in workload.ops)
                and readers.get(p.other) == 1}
@@ -132,11 +146,7 @@ def without_paths(workload: Workload, dead: frozenset[str]) -> Workload:
             op["relu"] = True
         ops.append(op)
     doc["layers"] = ops
-    out = workload_from_dict(doc, workload.origin)
-    _WITHOUT[key] = out
-    if len(_WITHOUT) > 64:
-        _WITHOUT.popitem(last=False)
-    return out
+    return workload_from_dict(doc, workload.origin)
 
 
 def layer_widths(workload: Workload, chans: dict, width: dict) -> tuple:
