@@ -101,13 +101,17 @@ def test_a_removed_block_costs_less_than_a_one_channel_one():
 def test_fit_death_recovers_known_coefficients_and_solves_the_likelihood():
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 40, 20000)
-    y = rng.random(len(x)) < death_probability((3.0, -2.0), x)
-    a, b = fit_death(x, y)
+    e = np.where(rng.random(len(x)) < 0.3, 4.0, 1.0)
+    y = rng.random(len(x)) < death_probability((3.0, -2.0, -1.5), x, e)
+    a, b, c = fit_death(x, y, e)
     assert a == pytest.approx(3.0, abs=0.2) and b == pytest.approx(-2.0, abs=0.1)
-    # first-order condition of the log-likelihood, computed here independently
-    p = death_probability((a, b), x)
-    t = np.log1p(x)
-    assert abs(float((y - p).sum())) < 1e-3 and abs(float(((y - p) * t).sum())) < 1e-3
+    assert c == pytest.approx(-1.5, abs=0.2)
+    # stationarity of the ridge-penalised log-likelihood (ridge 1e-3), computed here independently
+    p = death_probability((a, b, c), x, e)
+    for col, w in ((np.ones_like(x), a), (np.log1p(x), b), (np.log(e), c)):
+        assert float(((y - p) * col).sum()) == pytest.approx(1e-3 * w, abs=1e-6)
+    # one kind of network only: no E term
+    assert fit_death(x, y)[2] == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError):
         fit_death(x, np.ones(len(x), bool))
 
@@ -135,6 +139,8 @@ def test_the_stored_fit_has_a_death_model_that_falls_with_channels():
     assert fit.death is not None
     p = death_probability(fit.death, [1, 4, 16, 64])
     assert np.all(np.diff(p) < 0) and p[0] > 0.5 and p[-1] < 0.05
+    # the bottleneck runs: fewer inner spaces die at the same width
+    assert np.all(death_probability(fit.death, [1, 4, 16], 4.0) < p[:3])
 
 
 def test_model_trajectory_kills_blocks_more_at_larger_rho_and_never_revives():
@@ -161,7 +167,7 @@ def test_dead_blocks_take_no_channels_from_the_level():
     c = np.array([16.0, 16, 32, 32, 64, 64])
     score = np.array([0.0, 0.3, 0.0, 0.3, 0.0, 0.3])
     groups = [[i] for i in range(6)]
-    ks, dead = with_dead_blocks(0.2, c, score, np.zeros(6), groups, (3.7, -2.4))
+    ks, dead = with_dead_blocks(0.2, c, score, np.zeros(6), groups, (3.7, -2.4, 0.0))
     assert dead
     live = np.array([i not in dead for i in range(6)])
     assert np.all(ks[~live] == 0)
@@ -194,7 +200,8 @@ def test_without_paths_keeps_the_widths_of_a_narrowed_workload():
 def test_death_rows_leave_out_the_high_lr_epochs():
     from sim.system.lasso_model import _hi, bundled_fit, bundled_runs, death_rows
     runs = [r for r in bundled_runs() if r.has_residual][:3]
-    x, y = death_rows(runs, bundled_fit())
+    x, y, e = death_rows(runs, bundled_fit())
+    assert set(e) == {r.expansion for r in runs}
     n = sum(len(r.plain_spaces.c) * sum(1 for e in range(4, len(r.lrsteps), 5) if not _hi(r)[e])
             for r in runs)
     assert len(x) == len(y) == n > 0

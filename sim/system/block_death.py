@@ -8,9 +8,10 @@ the spaces (sim.system.lasso_model.spread_keep) never gets there: the real space
 it, and the low tail dies. The model here: a space the spread gives x channels is dead with
 probability
 
-    p(x) = 1 / (1 + exp(-(a + b ln(1 + x))))          (b < 0: fewer channels, likelier dead)
+    p(x) = 1 / (1 + exp(-(a + b ln(1 + x) + c ln E)))   (b < 0: fewer channels, likelier dead)
 
-fitted by logistic regression to the bundled runs (sim.system.lasso_model.death_rows: every 5th
+with E the network's expansion (sim.system.lasso_model.expansion: 1 for basic blocks, 4 for
+bottlenecks), fitted by logistic regression to the bundled runs (sim.system.lasso_model.death_rows: every 5th
 epoch of every run with residual blocks, x from the fitted spread of the run's own mean, dead
 from the run's `dead` records, or for runs recorded before those, one channel or none left). A
 block dies when any of its plain spaces does: p_block = 1 - prod(1 - p_space). A trajectory is
@@ -27,31 +28,40 @@ from sim.system.trajectory import residual_paths
 from sim.workload import Workload
 
 
-def death_probability(coef: tuple[float, float], channels) -> np.ndarray:
-    """p(x) for spaces the spread gives `channels` channels (fractional) each."""
-    a, b = coef
-    z = a + b * np.log1p(np.maximum(np.asarray(channels, dtype=float), 0.0))
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def fit_death(channels, dead, iters: int = 50) -> tuple[float, float]:
-    """(a, b) of death_probability by maximum likelihood (Newton / IRLS; plain NumPy), with a
-    tiny ridge so that perfectly separated data still gives finite coefficients."""
+def _design(channels, expansion) -> np.ndarray:
     x = np.log1p(np.maximum(np.asarray(channels, dtype=float), 0.0))
-    y = np.asarray(dead, dtype=float)
-    if len(x) == 0 or y.min() == y.max():
+    e = np.log(np.broadcast_to(np.asarray(expansion, dtype=float), x.shape))
+    return np.column_stack([np.ones_like(x), x, e])
+
+
+def death_probability(coef: tuple[float, ...], channels, expansion=1.0) -> np.ndarray:
+    """p(x) for spaces the spread gives `channels` channels (fractional) each, in a network of
+    expansion E (a scalar, or one per space)."""
+    c = np.zeros(3)
+    c[:len(coef)] = coef
+    shape = np.shape(channels)
+    z = _design(np.ravel(channels), np.ravel(np.broadcast_to(expansion, shape))) @ c
+    return (1.0 / (1.0 + np.exp(-z))).reshape(shape)
+
+
+def fit_death(channels, dead, expansion=1.0, iters: int = 100) -> tuple[float, float, float]:
+    """(a, b, c) of death_probability by maximum likelihood (Newton / IRLS; plain NumPy), with a
+    small ridge (1e-3) so that separated data (a kind of network without a dead space) and a
+    constant E (c then 0) still give finite coefficients."""
+    X = _design(np.ravel(channels), np.ravel(np.broadcast_to(expansion, np.shape(channels))))
+    y = np.ravel(np.asarray(dead, dtype=float))
+    if len(y) == 0 or y.min() == y.max():
         raise ValueError("fit_death needs both dead and live spaces")
-    X = np.column_stack([np.ones_like(x), x])
-    w = np.zeros(2)
+    w = np.zeros(3)
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-(X @ w)))
-        g = X.T @ (y - p) - 1e-6 * w
-        h = (X * (p * (1 - p))[:, None]).T @ X + 1e-6 * np.eye(2)
+        g = X.T @ (y - p) - 1e-3 * w
+        h = (X * (p * (1 - p))[:, None]).T @ X + 1e-3 * np.eye(3)
         step = np.linalg.solve(h, g)
         w = w + step
         if np.abs(step).max() < 1e-10:
             break
-    return float(w[0]), float(w[1])
+    return float(w[0]), float(w[1]), float(w[2])
 
 
 def block_groups(workload: Workload, spaces: list[str]) -> list[list[int]]:

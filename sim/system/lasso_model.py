@@ -697,9 +697,9 @@ class Fit:
     # the plain kind's level with the spread of a chain: a network without residual nodes (VGG),
     # every space on its only path (None without such runs: the plain spread then)
     chain: KindFit | None = None
-    # (a, b) of sim.system.block_death.death_probability over the plain spaces of residual
+    # (a, b, c) of sim.system.block_death.death_probability over the plain spaces of residual
     # blocks (death_rows); None: no block ever dies
-    death: tuple[float, float] | None = None
+    death: tuple[float, ...] | None = None
 
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
@@ -915,22 +915,25 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     fit = Fit(plain, resid, tuple(r.name for r in runs),
               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain)
     if spread:
-        x, y = death_rows(runs, fit)
+        x, y, e = death_rows(runs, fit)
         if len(y) and 0 < y.sum() < len(y):
-            fit = dataclasses.replace(fit, death=fit_death(x, y))
+            fit = dataclasses.replace(fit, death=fit_death(x, y, e))
     return fit
 
 
-def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, ...]:
     """The block-death fit's data: for every run with residual blocks, every 5th epoch after
     the first lr decay (or the last epoch, `last_only`) and every plain space, the channels the
     fitted spread gives the space from the run's own mean keep of the kind (the level's error
-    apart), and whether the space was dead (SpaceData.dead_or_one). Why not before the decay:
+    apart), whether the space was dead (SpaceData.dead_or_one), and the network's expansion E
+    (the narrow bottlenecks' inner spaces die far less often than basic blocks' at the same
+    predicted width: 18 of 216 space-epochs at 4-8 channels against 390 of 810, none of 302 at
+    8-32 against 134 of 2041; docs/system.md session 18). Why not before the decay:
     while the lr is at its maximum a space's last channel hovers above the zeroing threshold
     (the run with `dead` records, resnet20-digits8 rho 0.25: a space held one live channel from
     epoch 39 to 90, and 117 of its 394 one-channel space-epochs were live, all before the decay;
     after it 5 of 6 one-channel spaces were dead), so one channel is not yet a dead block."""
-    xs, ys = [], []
+    xs, ys, es = [], [], []
     for r in runs:
         d = r.plain_spaces
         if not r.has_residual or d is None or len(d.c) < 2:
@@ -944,9 +947,10 @@ def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, np.
             m = float((d.keep[e] * d.c).sum() / d.c.sum())
             xs.append(spread_keep(m, d.c, score, d.floor)[0] * d.c)
             ys.append(dead[e])
+            es.append(np.full(len(d.c), r.expansion))
     if not xs:
-        return np.zeros(0), np.zeros(0, bool)
-    return np.concatenate(xs), np.concatenate(ys).astype(bool)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0)
+    return np.concatenate(xs), np.concatenate(ys).astype(bool), np.concatenate(es)
 
 
 def spread_runs(plain_runs) -> tuple[tuple[RunData, ...], tuple[RunData, ...]]:
@@ -1000,8 +1004,7 @@ def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
                 d = doc["fit"]
                 return Fit(KindFit(**d["plain"]), KindFit(**d["residual"]), tuple(d["runs"]),
                            d["rms"], KindFit(**d["chain"]) if d.get("chain") else None,
-                           (float(d["death"][0]), float(d["death"][1])) if d.get("death")
-                           else None)
+                           tuple(float(v) for v in d["death"]) if d.get("death") else None)
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(str(f), "fit", f"unreadable stored fit ({e}); rewrite it with "
                               "`python tools/prunetrain_runs.py --write-fit`") from None
@@ -1085,14 +1088,14 @@ def death_held_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
     out = []
     for net in sorted({r.workload for r in runs if r.has_residual}):
         test = [r for r in runs if r.workload == net]
-        x, y = death_rows([r for r in runs if r.workload != net], fit)
-        xt, yt = death_rows(test, fit, last_only=True)
+        x, y, e = death_rows([r for r in runs if r.workload != net], fit)
+        xt, yt, et = death_rows(test, fit, last_only=True)
         if not len(yt) or not 0 < y.sum() < len(y) or fit.death is None:
             continue
         out.append({"workload": net, "runs": len(test), "spaces": len(yt),
                     "measured": int(yt.sum()),
-                    "predicted": float(death_probability(fit_death(x, y), xt).sum()),
-                    "in_sample": float(death_probability(fit.death, xt).sum())})
+                    "predicted": float(death_probability(fit_death(x, y, e), xt, et).sum()),
+                    "in_sample": float(death_probability(fit.death, xt, et).sum())})
     return out
 
 
@@ -1182,7 +1185,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
             if groups and (dead or not high):
                 # a last channel hovers above the threshold while the lr is at its maximum
                 # (death_rows): blocks die from the first lr decay on
-                ks, dead = with_dead_blocks(k, c, score, fl, groups, fit.death, dead)
+                ks, dead = with_dead_blocks(k, c, score, fl, groups, fit.death, dead, ex)
                 gone = dead_spaces(groups, dead, len(c))
             for s, kk, cc, g in zip(ss, ks, c, gone):
                 width[s] = 0 if g else max(1, round(cc * float(kk)))
@@ -1194,16 +1197,18 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
 
 
 def with_dead_blocks(k: float, c: np.ndarray, score: np.ndarray, floor: np.ndarray,
-                     groups: list[list[int]], coef: tuple[float, float],
-                     before: frozenset[int] = frozenset()) -> tuple[np.ndarray, frozenset[int]]:
+                     groups: list[list[int]], coef: tuple[float, ...],
+                     before: frozenset[int] = frozenset(),
+                     expansion: float = 1.0) -> tuple[np.ndarray, frozenset[int]]:
     """Per-space keep of a kind's plain spaces with dead blocks (sim.system.block_death): the
-    spread of the mean k gives each space its channels and death probability; choose_dead kills
+    spread of the mean k gives each space its channels and death probability (in a network of
+    expansion E, `expansion`); choose_dead kills
     the expected number of blocks (at least those dead `before`); their spaces keep 0, and the
     rest take the spread of what is left of the mean, k sum c less one channel per dead space
     (the runs' means, which the level is fitted to, count a dead space's one zero channel), so
     that the level stays the lasso's. Returns (keep per space, the dead blocks)."""
     ks = spread_keep(k, c, score, floor)[0]
-    p = block_death(death_probability(coef, ks * c), groups)
+    p = block_death(death_probability(coef, ks * c, expansion), groups)
     dead = choose_dead(p, before)
     if not dead:
         return ks, dead
