@@ -1182,9 +1182,10 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
                                                              task, natural, decay=decay,
                                                              expansion=ex))))
             ks, gone = spread_keep(k, c, score, fl)[0], np.zeros(len(c), bool)
-            if groups and (dead or not high):
+            if groups and (dead or (k < 1.0 and not high)):
                 # a last channel hovers above the threshold while the lr is at its maximum
-                # (death_rows): blocks die from the first lr decay on
+                # (death_rows): blocks die from the first lr decay on, and only where the lasso
+                # prunes at all
                 ks, dead = with_dead_blocks(k, c, score, fl, groups, fit.death, dead, ex)
                 gone = dead_spaces(groups, dead, len(c))
             for s, kk, cc, g in zip(ss, ks, c, gone):
