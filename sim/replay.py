@@ -166,10 +166,10 @@ class Combined:
         sim.driver.run_trace replays for this column at a layer of an iteration of `epoch`; None
         where the trajectory has removed the layer's residual block by then (the column has no
         row for it: no work)."""
-        try:
-            nl = self.workload_at(trace, epoch).layer(layer.name)
-        except KeyError:
-            return None      # a dead block's layer, removed at this epoch (trajectory width 0)
+        narrowed = self.workload_at(trace, epoch)
+        if all(l.name != layer.name for l in narrowed.layers):
+            return None      # a dead block's layer, removed by this epoch (trajectory width 0)
+        nl = narrowed.layer(layer.name)
         if nl is layer:
             return layer, g, self.method
         want = nl.tensor_shapes(g.shape[0])["dO"]

@@ -205,3 +205,19 @@ def test_death_rows_leave_out_the_high_lr_epochs():
     n = sum(len(r.plain_spaces.c) * sum(1 for e in range(4, len(r.lrsteps), 5) if not _hi(r)[e])
             for r in runs)
     assert len(x) == len(y) == n > 0
+
+
+def test_replay_charges_nothing_for_a_removed_block(tmp_path):
+    """A PruneTrain replay column whose trajectory removes a block runs less forward and backward
+    GEMM time than the same trajectory at one channel (the removed layers have no row)."""
+    from sim.results.api import replay
+    rec = {}
+    for name, (a, b) in (("zero", (0, 0)), ("one", (1, 1))):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text("workload: resnet20\npoints:\n  0:\n"
+                     f"    layer3.2.conv1: [64, {a}]\n    layer3.2.conv2: [{b}, 64]\n")
+        out = replay("traces/sample-resnet20-mnist5k", ["a100-sxm4-40gb"], ["prunetrain"],
+                     trajectory=str(f), iteration=0)
+        rec[name] = next(r for r in out if r["method"] != "dense")
+    for key in ("fwd_s", "agbp_s", "wgc_s", "fwd_ops_s", "bwd_ops_s"):
+        assert rec["zero"][key] < rec["one"][key], key
