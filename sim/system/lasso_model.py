@@ -1181,13 +1181,14 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
             k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
                                                              task, natural, decay=decay,
                                                              expansion=ex))))
-            ks, gone = spread_keep(k, c, score, fl)[0], np.zeros(len(c), bool)
             if groups and (dead or (k < 1.0 and not high)):
                 # a last channel hovers above the threshold while the lr is at its maximum
                 # (death_rows): blocks die from the first lr decay on, and only where the lasso
                 # prunes at all
                 ks, dead = with_dead_blocks(k, c, score, fl, groups, fit.death, dead, ex)
                 gone = dead_spaces(groups, dead, len(c))
+            else:
+                ks, gone = spread_keep(k, c, score, fl)[0], np.zeros(len(c), bool)
             for s, kk, cc, g in zip(ss, ks, c, gone):
                 width[s] = 0 if g else max(1, round(cc * float(kk)))
         pts.append((e, layer_widths(workload, chans, width)))
