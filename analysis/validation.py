@@ -784,7 +784,8 @@ def _bisect_depth(w, rho, interval, epochs, batch, gb, pf):
     return lasso_trajectory(w, rho, interval, epochs, gb, depth=hi), hi
 
 
-def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, runs, one):
+def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, runs, one,
+                   model_tr=None):
     """Error budget: the engine fed the published input. The model's trajectory shape with its
     pruned fraction scaled (lasso_model depth) until the training FLOPs equal the published ones;
     what the time then misses is the engine's (FLOPs -> time) share, the rest is the trajectory's."""
@@ -798,7 +799,9 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
         return
     tr, hi = m
     pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
-    yield from _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs, one)
+    if model_tr is not None:
+        yield from _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs,
+                                    one, model_tr)
     for cname, ptime in ptimes.items():
         cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
         d, model_p = runs[cname]
@@ -830,17 +833,17 @@ def _c_block_death_rows() -> Iterator[Row]:
                        "`dead` records: one channel or none) (real runs, not a published number)")
 
 
-def _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs, one):
+def _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs, one,
+                     model_tr):
     """Error budget, the block-death share: the training time with the model's spread alone
-    (no block removed; every inner space keeps a channel) against the model's."""
+    (no block removed; every inner space keeps a channel) against the model's (model_tr, whose
+    run is runs[...][1]); nothing where the model removes no block."""
     from sim.methods import parse_method
     from sim.system.prunetrain import lasso_trajectory, simulate_run
-    from sim.system.trajectory import residual_paths
+    if not any(a == 0 or b == 0 for _, ws in model_tr.points for _, a, b in ws):
+        return
     tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1),
                           blocks=False)
-    if not residual_paths(w) or "removed" not in lasso_trajectory(
-            w, rho, interval, epochs, batch * (4 if classes == 1000 else 1)).source:
-        return
     pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
     for cname, ptime in ptimes.items():
         cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
@@ -1016,7 +1019,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                                "needs the engine" if fb else "")
                             + "; data loading and the reconfiguration pauses are not modeled"))
         yield from _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes,
-                                  {c: saving[c][2:] for c in saving}, one)
+                                  {c: saving[c][2:] for c in saving}, one, tr)
         if classes == 10:
             dense_1080[label] = saving["gtx1080ti-11gb"][2]
         if len(saving) == 2:

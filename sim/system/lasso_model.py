@@ -1085,12 +1085,14 @@ def death_held_out(runs: tuple[RunData, ...] | None = None) -> list[dict]:
     that workload's runs (on the stored fit's spread), and in-sample (Fit.death)."""
     runs = runs or bundled_runs()
     fit = bundled_fit()
-    out = []
+    out: list[dict] = []
+    if fit.death is None:
+        return out
     for net in sorted({r.workload for r in runs if r.has_residual}):
         test = [r for r in runs if r.workload == net]
         x, y, e = death_rows([r for r in runs if r.workload != net], fit)
         xt, yt, et = death_rows(test, fit, last_only=True)
-        if not len(yt) or not 0 < y.sum() < len(y) or fit.death is None:
+        if not len(yt) or not 0 < y.sum() < len(y):
             continue
         out.append({"workload": net, "runs": len(test), "spaces": len(yt),
                     "measured": int(yt.sum()),
