@@ -221,3 +221,31 @@ def test_replay_charges_nothing_for_a_removed_block(tmp_path):
         rec[name] = next(r for r in out if r["method"] != "dense")
     for key in ("fwd_s", "agbp_s", "wgc_s", "fwd_ops_s", "bwd_ops_s"):
         assert rec["zero"][key] < rec["one"][key], key
+
+
+def test_old_run_files_read_a_one_channel_block_as_removed_after_the_first_decay(tmp_path):
+    """A run file without `dead` records: a residual path's inner space at one channel is a dead
+    block from the first lr decay on (kept before it, when a last channel can still be live); a
+    file with the records, or a plain trajectory file, is read as written."""
+    from sim.system.prunetrain import load_trajectory
+    w = load_workload("resnet20")
+    pts = ("points:\n  50:\n    layer1.1.conv1: [16, 1]\n    layer1.1.conv2: [1, 16]\n"
+           "  100:\n    layer1.1.conv1: [16, 1]\n    layer1.1.conv2: [1, 16]\n"
+           "    layer2.1.conv1: [32, 2]\n    layer2.1.conv2: [2, 32]\n")
+    run = "run: {epochs: 182, lr_decay_at: [0.5, 0.75]}\n"
+    f = tmp_path / "old.yaml"
+    f.write_text("workload: resnet20\n" + pts + run + "per_epoch:\n- {epoch: 0}\n")
+    tr = load_trajectory(f, w)
+    assert len(apply_widths(w, tr.widths_at(50)).layers) == len(w.layers)
+    after = apply_widths(w, tr.widths_at(100))
+    assert len(after.layers) == len(w.layers) - 2
+    assert "layer1.1.conv1" not in {l.name for l in after.layers}
+    assert {l.name: l.c_out for l in after.layers}["layer2.1.conv1"] == 2
+    assert "1 block(s) at one inner channel" in tr.source
+    f.write_text("workload: resnet20\n" + pts + run + "per_epoch:\n- {epoch: 0, dead: []}\n")
+    for g in (f, tmp_path / "plain.yaml"):
+        if g.name == "plain.yaml":
+            g.write_text("workload: resnet20\n" + pts)
+        kept = load_trajectory(g, w)
+        assert len(apply_widths(w, kept.widths_at(100)).layers) == len(w.layers)
+        assert "read as removed" not in kept.source

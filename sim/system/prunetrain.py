@@ -153,7 +153,52 @@ def trajectory_from_doc(doc, workload: Workload, file: str) -> Trajectory:
                     and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
                 raise ConfigError(file, f, "expected [c_in, c_out] integers")
             raw.setdefault(e, {})[str(n)] = (v[0], v[1], f)
-    return _trajectory(raw, workload, file)
+    removed = _one_channel_blocks_removed(doc, raw, workload)
+    tr = _trajectory(raw, workload, file)
+    if removed:
+        tr = replace(tr, source=f"{tr.source}; {removed} block(s) at one inner channel after the "
+                     "first lr decay read as removed (a run recorded before `dead` records)")
+    return tr
+
+
+def _one_channel_blocks_removed(doc: dict, raw: dict, workload: Workload) -> int:
+    """A run file written before runs recorded dead spaces (per_epoch entries without `dead`)
+    keeps a space whose channels all died at one all-zero channel, where PruneTrain removes the
+    block. From the first lr decay on, read a residual path's inner space at one channel as dead
+    (width 0 on both sides; edits raw in place). Why only then: the run with `dead` records
+    (resnet20-digits8 rho 0.25) held 117 of its 394 one-channel space-epochs live, all before the
+    decay, while the lr kept a last channel hovering over the zeroing threshold; after it, 5 of 6
+    one-channel spaces were dead (docs/system.md, session 18). Returns the blocks removed at the
+    last point."""
+    per, run = doc.get("per_epoch"), doc.get("run")
+    if not (isinstance(per, list) and per and isinstance(run, dict)) \
+            or any(isinstance(x, dict) and "dead" in x for x in per):
+        return 0
+    decay, epochs = run.get("lr_decay_at"), run.get("epochs")
+    if not (isinstance(decay, list) and decay and isinstance(epochs, int)):
+        return 0
+    try:
+        first = round(min(float(x) for x in decay) * epochs)
+    except (TypeError, ValueError):
+        return 0
+    paths = residual_paths(workload)
+    removed = 0
+    for e in sorted(raw):
+        if e < first:
+            continue
+        ws = raw[e]
+        blocks = set()
+        for n, (a, b, f) in list(ws.items()):
+            p = paths.get(n)
+            if p is None or n == p.layers[-1] or not 0 < b <= 1:
+                continue
+            nxt = p.layers[p.layers.index(n) + 1]
+            ws[n] = (a, 0, f)
+            if nxt in ws:
+                ws[nxt] = (0, ws[nxt][1], ws[nxt][2])
+            blocks.add(p.add)
+        removed = len(blocks)
+    return removed
 
 
 def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
