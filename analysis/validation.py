@@ -1295,13 +1295,16 @@ def _c_authors_level_rows() -> Iterator[Row]:
     side of the VGG rows' error budget (an error in the final network, in how many channels or
     in which layers, carries into training FLOPs)."""
     from sim.system.prunetrain import apply_widths, load_trajectory
-    ratios = []
+    ratios, first = [], []
     for f in sorted(AUTHORS_DIR.glob("vgg*-rho*.yaml")):
         w, _, rho, *_, name = _authors_setting(f)
         theirs = apply_widths(w, load_trajectory(f, w).widths_at(0)).macs() / w.macs()
         ours = {wd: apply_widths(w, _authors_model_network(f, wd)).macs() / w.macs()
                 for wd in (None, 1e-4)}
         ratios.append(ours[None] / theirs)
+        stem = w.layers[0]
+        first.append((load_trajectory(f, w).widths_at(0)[stem.name][1] / stem.c_out,
+                      _authors_model_network(f)[stem.name][1] / stem.c_out))
         yield Row("C", f"{name} rho {rho:g}: final inference FLOPs, the model's network vs the "
                   "authors' own run's",
                   round(100 * theirs, 1), 100 * ours[None], "%",
@@ -1319,6 +1322,16 @@ def _c_authors_level_rows() -> Iterator[Row]:
                        "their channel-weighted keep is near theirs, the FLOPs differ by where "
                        "the channels go: the authors cut the small-map layers harder "
                        "(docs/system.md, session 11)")
+        import numpy as np
+        th, ou = np.array(first).T
+        yield Row("C", "VGG on CIFAR: the first conv's kept fraction, the authors' final networks "
+                  f"vs the model's (mean of {len(first)}, rho 0.1-0.4)", round(float(th.mean()), 3),
+                  float(ou.mean()), "fraction", "sim/data/authors / lasso-dose model",
+                  status="input",
+                  note="the space the image-reading conv writes (lasso_model.stem_spaces); the "
+                       "stem exponent is fitted on the bundled runs, these networks are held "
+                       f"out; per network (theirs / model): "
+                       + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in first))
 
 
 def _c_classifier_floor_rows() -> Iterator[Row]:

@@ -272,13 +272,13 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
                              (fit.chain, [r.plain_spaces for r in chains], "last"),
                              (fit.residual, [r.residual_spaces for r in with_res], None)):
         sse, n = spread_sse(_spread_rows(data, second), kf.tilt,
-                            kf.block if second == "block" else kf.last)
+                            kf.block if second == "block" else kf.last, kf.stem)
         assert n and math.sqrt(sse / n) == pytest.approx(kf.tilt_rms, rel=1e-11), second
-    # the chain shares the plain kind's level
-    assert {k: v for k, v in vars(fit.chain).items() if k not in ("tilt", "block", "last",
-                                                                   "tilt_rms")} == \
-        {k: v for k, v in vars(fit.plain).items() if k not in ("tilt", "block", "last",
-                                                               "tilt_rms")}
+    # the chain shares the plain kind's level; residual nodes have no stem term (stem_spaces)
+    spread = ("tilt", "block", "last", "stem", "tilt_rms")
+    assert {k: v for k, v in vars(fit.chain).items() if k not in spread} == \
+        {k: v for k, v in vars(fit.plain).items() if k not in spread}
+    assert fit.residual.stem == 0.0
     assert fit.rms == pytest.approx(math.sqrt((fit.plain.rms ** 2 + fit.residual.rms ** 2) / 2),
                                     rel=1e-12)
     # the terms no run above can inform are the fit's fixed values: no later-block exponent for
@@ -733,3 +733,33 @@ def test_four_stage_stage_rows():
     r = next(r for r in bundled_runs() if stages(r) == 4 and r.rho == 0.25)
     assert rows[3].published == pytest.approx(r.residual_spaces.keep[-1][-1], abs=1e-3)
     assert all("resnet50_flat_02" in r.note for r in rows)
+
+
+def test_stem_spaces_mark_the_plain_space_the_first_conv_writes():
+    from sim.system.lasso_model import _kinds, stem_spaces
+    for name, expect in (("vgg11-cifar", "features.0"), ("resnet29-bottleneck", "conv1"),
+                         ("resnet20", None)):
+        w = load_workload(name)
+        plain, _ = _kinds(w)
+        st = stem_spaces(w, plain)
+        assert [s for s, x in zip(plain, st) if x] == ([expect] if expect else []), name
+
+
+def test_fit_stem_recovers_a_known_stem_exponent_and_lowers_the_first_space():
+    """Kept fractions made by spread_keep with a stem exponent of 1: fit_stem (the tilt given)
+    finds 1, and the stem space keeps less than without the term at the same mean."""
+    from sim.system.lasso_model import (KindFit, SpaceData, fit_stem, spread_keep, spread_score,
+                                        STEM_TILTS)
+    c = np.array([64, 128, 256, 256, 512], float)
+    z = np.array([0, 1, 2, 2, 3], float)
+    stem = np.array([1, 0, 0, 0, 0], float)
+    kf = KindFit(a=1.0, u_on=0.0, u_scale=1.0, tilt=0.25, stem=1.0)
+    means = np.linspace(0.95, 0.3, 30)
+    keep = spread_keep(means, c, spread_score(kf, z, stem=stem))
+    d = SpaceData(c, z, keep, stem=stem)
+    u, rms = fit_stem([d, d], 0.25, 0.0, blocks=False)
+    assert 1.0 in STEM_TILTS and u == pytest.approx(1.0) and rms < 1e-6
+    flat = spread_keep(0.5, c, spread_score(KindFit(a=1.0, u_on=0.0, u_scale=1.0, tilt=0.25), z))
+    assert spread_keep(0.5, c, spread_score(kf, z, stem=stem))[0, 0] < flat[0, 0]
+    # no stem space among the runs: no term
+    assert fit_stem([SpaceData(c, z, keep)], 0.25, 0.0, blocks=False)[0] == 0.0

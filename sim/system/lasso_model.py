@@ -102,6 +102,7 @@ HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 LAST_TILTS = np.linspace(0.0, 4.0, 17)    # last-stage exponents q tried (a chain's spaces)
+STEM_TILTS = np.linspace(-2.0, 4.0, 25)   # stem exponents tried (the space the first conv writes)
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "prunetrain"
 # The weight decay at which the decay term (wd / REF_WEIGHT_DECAY)^omega of k_inf's pressure is
 # 1: most bundled runs' decay, and the authors' ImageNet one. Why a decay acts on the lasso: with
@@ -311,6 +312,7 @@ class SpaceData:
     later: np.ndarray | None = None    # 1: the space is in a later block of its stage
     floor: np.ndarray | None = None    # the fewest channels kept, as a fraction (classifier_floor)
     dead: np.ndarray | None = None     # epochs x spaces: no channel left (the run's `dead` records)
+    stem: np.ndarray | None = None     # 1: the space the network's first conv writes (stem_spaces)
 
     def dead_or_one(self) -> np.ndarray:
         """Dead per epoch and space: the run's records, else (runs recorded before them) one
@@ -432,6 +434,25 @@ def _block_ends(workload: Workload, plain: list[str], residual: list[str]) -> di
     return {s: block_end(s) for s in plain}
 
 
+def stem_spaces(workload: Workload, spaces: list[str]) -> np.ndarray:
+    """1 for the space among `spaces` that the network's first conv (the one reading the image)
+    writes, else 0. Why it is set apart: in every one of the authors' nine final VGG networks
+    (sim/data/authors, CIFAR-10 / 100, rho 0.1-0.4) that space keeps far less than the depth
+    tilt gives it from the network's own mean (0.20-0.55 against 0.53-0.82), and the layer after
+    it more; the bundled 32 x 32 VGG-11 runs do the same (0.25-0.45 against 0.34-0.69). Its
+    output groups are the network's smallest: 27 weights of a 3 x 3 x 3 kernel, norm
+    sqrt(2 * 3 / C_out) at the authors' He fan-out init against sqrt(2) for a C -> C conv, and
+    the lasso shrinks every group by the same step. Fitted on the runs (KindFit.stem); in a
+    basic-block ResNet the first conv writes a residual node, which has no such term."""
+    first = workload.layers[0] if workload.layers else None
+    stem = first.out_space if first is not None and first.op == "conv" else None
+    return np.array([1.0 if s == stem else 0.0 for s in spaces])
+
+
+def _with_stem(d: "SpaceData | None", stem: np.ndarray) -> "SpaceData | None":
+    return None if d is None else dataclasses.replace(d, stem=stem)
+
+
 def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
     """1 for each plain space in a later block of its stage, else 0: its block (the chain of
     convs from it to the first layer writing a residual node) is not the first, in layer order,
@@ -548,11 +569,15 @@ def _spread_rows(data: list[SpaceData], second: str | None) -> list:
     return rows
 
 
-def spread_sse(rows: list, t: float, s: float) -> tuple[float, int]:
+def _stem(d: SpaceData) -> np.ndarray:
+    return d.stem if d.stem is not None else np.zeros(len(d.c))
+
+
+def spread_sse(rows: list, t: float, s: float, u: float = 0.0) -> tuple[float, int]:
     """fit_spread's objective: the squared error of spread_keep(each run's own mean, score t z +
-    s f) against the per-space kept fractions of _spread_rows, and their count."""
-    sse = sum(float(((spread_keep(m, d.c, t * d.z + s * f, d.floor) - k) ** 2).sum())
-              for d, k, m, f in rows)
+    s f + u stem) against the per-space kept fractions of _spread_rows, and their count."""
+    sse = sum(float(((spread_keep(m, d.c, t * d.z + s * f + u * _stem(d), d.floor) - k) ** 2)
+                    .sum()) for d, k, m, f in rows)
     return sse, sum(k.size for _, k, _, _ in rows)
 
 
@@ -582,6 +607,19 @@ def fit_spread(data: list[SpaceData], blocks: bool,
             for b in bs if abs(b - b0) <= db + 1e-9]
     t, b = min(fine, key=lambda tb: (sse(*tb), tb))
     return t, b, math.sqrt(sse(t, b) / sum(k.size for _, k, _, _ in rows))
+
+
+def fit_stem(data: list[SpaceData], t: float, s: float, blocks: bool,
+             last: bool = False) -> tuple[float, float]:
+    """(u, RMS): the stem exponent (STEM_TILTS, on stem_spaces) that best matches the per-space
+    kept fractions with the tilt t and second exponent s already fitted (fit_spread's rows); 0
+    where no run has a stem space of this kind."""
+    rows = _spread_rows(data, "block" if blocks else "last" if last else None)
+    if not any(_stem(d).any() for d, _, _, _ in rows):
+        return 0.0, math.sqrt(spread_sse(rows, t, s)[0] / max(1, sum(k.size for _, k, _, _ in rows)))
+    sse = {float(u): spread_sse(rows, t, s, float(u))[0] for u in STEM_TILTS}
+    u = min(sse, key=lambda x: (sse[x], abs(x)))
+    return u, math.sqrt(sse[u] / sum(k.size for _, k, _, _ in rows))
 
 
 def run_difficulty(per_epoch: list, classes: int) -> float:
@@ -633,7 +671,8 @@ def read_run(path: Path) -> RunData:
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
-                       spaces(plain, later_blocks(w, plain, res)), spaces(res),
+                       _with_stem(spaces(plain, later_blocks(w, plain, res)),
+                                  stem_spaces(w, plain)), spaces(res),
                        float(run.get("weight_decay", 1e-4)),
                        bool(run.get("coarse", False)), classes,
                        str(run.get("dataset", "digits")), expansion(w))
@@ -667,6 +706,7 @@ class KindFit:
     block: float = 0.0     # exponent of a later block's plain spaces (later_blocks)
     last: float = 0.0      # exponent of the last stage's floored spaces (a chain's spread;
     #                        classifier_floor; Fit.chain)
+    stem: float = 0.0      # exponent of the space the first conv writes (stem_spaces)
     tilt_rms: float = 0.0  # RMS of the per-space kept fractions given each run's own mean
     nu: float = 0.0        # natural images (natural_images): pressure x e^-nu
     eta: float = 0.0       # ... and x (per-sample lr / PAPER_PSL)^eta
@@ -905,13 +945,17 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     if spread:
         names = ("tilt", "block", "tilt_rms")
         inner, chains = spread_runs(plain_runs)
-        plain = dataclasses.replace(plain, **dict(zip(names, fit_spread(
-            [r.plain_spaces for r in inner or chains], blocks=True))))
+        data = [r.plain_spaces for r in inner or chains]
+        t, b, _ = fit_spread(data, blocks=True)
+        u, rms = fit_stem(data, t, b, blocks=True)
+        plain = dataclasses.replace(plain, tilt=t, block=b, stem=u, tilt_rms=rms)
         resid = dataclasses.replace(resid, **dict(zip(names, fit_spread(
             [r.residual_spaces for r in with_res], blocks=False))))
         if inner and chains:
-            t, q, rms = fit_spread([r.plain_spaces for r in chains], blocks=False, last=True)
-            chain = dataclasses.replace(plain, tilt=t, block=0.0, last=q, tilt_rms=rms)
+            data = [r.plain_spaces for r in chains]
+            t, q, _ = fit_spread(data, blocks=False, last=True)
+            u, rms = fit_stem(data, t, q, blocks=False, last=True)
+            chain = dataclasses.replace(plain, tilt=t, block=0.0, last=q, stem=u, tilt_rms=rms)
     fit = Fit(plain, resid, tuple(r.name for r in runs),
               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain)
     if spread:
@@ -938,7 +982,7 @@ def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, ...
         d = r.plain_spaces
         if not r.has_residual or d is None or len(d.c) < 2:
             continue
-        score = spread_score(fit.spread_kind(False, True), d.z, d.later, d.floor)
+        score = spread_score(fit.spread_kind(False, True), d.z, d.later, d.floor, d.stem)
         dead = d.dead_or_one()
         hi = _hi(r)
         rows = ([len(d.keep) - 1] if last_only else
@@ -1107,11 +1151,14 @@ def stages(r: RunData) -> int:
     return 0 if d is None or not len(d.z) else int(round(float(d.z.max()))) + 1
 
 
-def spread_score(kf: KindFit, z, later=None, floor=None) -> np.ndarray:
+def spread_score(kf: KindFit, z, later=None, floor=None, stem=None) -> np.ndarray:
     """The fitted spread's score of a kind's spaces (spread_keep): tilt x z, + the later-block
     exponent on a space in a later block (`later`: plain spaces only), + the last-stage exponent
-    on a space with a classifier floor."""
+    on a space with a classifier floor, + the stem exponent on the space the first conv writes
+    (`stem`: plain spaces only)."""
     score = kf.tilt * np.asarray(z, dtype=float)
+    if stem is not None:
+        score = score + kf.stem * np.asarray(stem, dtype=float)
     if later is not None:
         score = score + kf.block * later
     if floor is not None:
@@ -1131,7 +1178,7 @@ def stage_spread(r: RunData, fit: Fit) -> dict[str, list[tuple[int, float, float
         resid = kind == "residual"
         k = d.keep[-1]
         score = spread_score(fit.spread_kind(resid, r.has_residual), d.z,
-                             None if resid else d.later, d.floor)
+                             None if resid else d.later, d.floor, None if resid else d.stem)
         pred = spread_keep(float((k * d.c).sum() / d.c.sum()), d.c, score, d.floor)[0]
         at = lambda x, z: float((x * d.c)[d.z == z].sum() / d.c[d.z == z].sum())  # noqa: E731
         out[kind] = [(int(round(float(z))), at(k, z), at(pred, z)) for z in np.unique(d.z)]
@@ -1172,7 +1219,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
             c = np.array([chans[s] for s in ss], dtype=float)
             fl = np.array([floor.get(s, 0) for s in ss]) / c
             score = spread_score(fit.spread_kind(resid, bool(res)), map_depth(workload, ss),
-                                 None if resid else later_blocks(workload, ss, res), fl)
+                                 None if resid else later_blocks(workload, ss, res), fl,
+                                 None if resid else stem_spaces(workload, ss))
             groups = block_groups(workload, ss) if fit.death and not resid and blocks else []
             kinds.append((ss, fit.kind(resid), c, score, fl, groups))
     dead: frozenset[int] = frozenset()
