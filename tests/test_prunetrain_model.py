@@ -763,3 +763,21 @@ def test_fit_stem_recovers_a_known_stem_exponent_and_lowers_the_first_space():
     assert spread_keep(0.5, c, spread_score(kf, z, stem=stem))[0, 0] < flat[0, 0]
     # no stem space among the runs: no term
     assert fit_stem([SpaceData(c, z, keep)], 0.25, 0.0, blocks=False)[0] == 0.0
+
+
+def test_check_prints_a_run_against_the_fit_and_refuses_a_missing_file(capsys):
+    """tools/prunetrain_runs.py --check: a bundled run is reported as in the fit, with its kept
+    fractions, the per-depth spread and the dead-space expectation; a missing file is a one-line
+    error (exit 2), not a traceback."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "tools"))
+    import prunetrain_runs as pr
+    run = sorted((root / "sim" / "data" / "prunetrain").glob("resnet20-cifar10-16-rho0.2-*.yaml"))[0]
+    assert pr.main(["--check", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "(in the fit)" in out and "residual nodes" in out and "dead inner spaces" in out
+    assert pr.main(["--check", str(root / "no-such-run.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-run.yaml" in err and "Traceback" not in err

@@ -313,6 +313,9 @@ def main(argv=None) -> int:
     ap.add_argument("--report", action="store_true",
                     help="print the bundled runs (epoch and dose of the first zeroed channel, final "
                          "kept fractions), the model fit and the leave-one-rho-out check")
+    ap.add_argument("--check", type=Path, metavar="RUN_YAML",
+                    help="print one run file (e.g. one in pending/, fitted to nothing) against "
+                         "the stored fit: kept fractions, the per-stage spread, dead spaces")
     ap.add_argument("--from-log", type=Path, metavar="JSONL",
                     help="write the run file of a grid run from its per-epoch log (a run stopped "
                          "before writing it); the note says why")
@@ -338,6 +341,8 @@ def main(argv=None) -> int:
         return 0
     if a.report:
         return report(a.out)
+    if a.check:
+        return check(a.check, a.out)
     if a.jobs < 1:
         ap.error("--jobs must be >= 1")
     deadline = None
@@ -378,6 +383,42 @@ def main(argv=None) -> int:
             continue
         print("  " + _run_to_file(c, a.out, a.log_dir, bar(f"[{k}/{len(todo)}] {c.name}"),
                                   deadline=deadline))
+    return 0
+
+
+def check(path: Path, directory: Path) -> int:
+    """A run against the model fitted to the runs of `directory` (held out when the run is not
+    among them): the kept fraction of each kind every 10th epoch with the run's own inputs
+    (Fit.keep_run), each feature-map size's kept fraction at the last epoch against the fitted
+    spread of the run's own mean (stage_spread), and the dead inner spaces at the last epoch
+    against the death model's expectation on that spread (death_rows)."""
+    from sim.errors import ConfigError
+    from sim.system.block_death import death_probability
+    from sim.system.lasso_model import bundled_fit, death_rows, read_run, stage_spread
+    try:
+        r = read_run(path)
+    except (ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    fit = bundled_fit(str(directory))
+    held = "in the fit" if r.name in fit.runs else "held out"
+    n = len(r.keep_plain)
+    print(f"{r.name}: {n} epochs, rho {r.rho:g}; model fitted to {len(fit.runs)} runs ({held})")
+    kp, kr = fit.keep_run(r, False), fit.keep_run(r, True)
+    for e in sorted(set(range(9, n, 10)) | {n - 1}):
+        line = f"  epoch {e:3d}: plain {r.keep_plain[e]:.3f} (model {kp[e]:.3f})"
+        if r.has_residual:
+            line += f", residual nodes {r.keep_residual[e]:.3f} (model {kr[e]:.3f})"
+        print(line)
+    for kind, rows in stage_spread(r, fit).items():
+        print(f"  last epoch, {kind} by map depth z (measured / spread of the run's own mean): "
+              + ", ".join(f"z{z} {m:.2f} / {p:.2f}" for z, m, p in rows))
+    d = r.plain_spaces
+    if r.has_residual and d is not None and fit.death:
+        x, _, ex = death_rows([r], fit, last_only=True)
+        expect = float(death_probability(fit.death, x, ex).sum()) if len(x) else 0.0
+        print(f"  dead inner spaces at the last epoch: {int(d.dead_or_one()[-1].sum())} of "
+              f"{len(d.c)} (death model: {expect:.1f} expected)")
     return 0
 
 
