@@ -62,9 +62,11 @@ _SPARSE_TILES = ((128, 256, 64, 64, 3), (256, 128, 64, 64, 3), (128, 128, 64, 64
 _POWER_EXP = 1.0 / 3.0
 # CUDA-core (SIMT) SGEMM tiles after CUTLASS's SIMT sgemm configurations (128x128, 128x64, 64x128,
 # 64x64 thread-block tiles; 32x64 / 32x32 warp tiles; 2 register-staged stages): a thread holds
-# WM*WN/32 accumulators and no tensor-core fragments.
+# WM*WN/32 accumulators and no tensor-core fragments. The narrow 128x32 and 32x128 tiles (warps
+# 2x1 and 1x2) are in the same list (cutlass_library generator.py, GenerateSM50_Simt): a GEMM with
+# 16 or fewer output channels (a pruned CIFAR layer) is not padded to 64 columns.
 _SIMT_TILES = ((128, 128, 32, 64, 2), (128, 64, 32, 32, 2), (64, 128, 32, 32, 2),
-               (64, 64, 32, 32, 2))
+               (64, 64, 32, 32, 2), (128, 32, 64, 32, 2), (32, 128, 32, 64, 2))
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,9 @@ def _dram_reads(s: GpuSpec, g: GemmShape, f: _Fit, bm: int, bn: int, split: int,
               g.m * g.k * g.groups) * f.a_eb
     b_u = min(g.b_unique if g.b_unique is not None else g.k * g.n * g.groups,
               g.k * g.n * g.groups) * f.eb
-    requested = tm * tn * g.groups * (bm * g.k * f.a_eb + g.k * bn * f.eb)
+    # each A row panel is requested by every tile column, each B column panel by every tile row
+    # (real extents: edge tiles' predicated-off loads request nothing)
+    requested = g.groups * (tn * g.m * g.k * f.a_eb + tm * g.k * g.n * f.eb)
     if a_u + b_u <= s.l2_size:
         dram_rd = a_u + b_u
     else:
@@ -242,7 +246,13 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     # an empty operand (K = 0, a zero-width layer) requests nothing: nothing misses either
     hit = 1.0 - dram_rd / requested if requested > 0 else 1.0
     c_eb = 4 if split > 1 else eb       # split-K writes fp32 partial sums
-    c_bytes = bm * bn * c_eb
+    # a block's mean extents: an edge tile (N or M not a multiple of the tile, K not of the
+    # k-tile) is padded in shared memory and in the MMAs, but its predicated-off loads and stores
+    # move no bytes (CUTLASS's predicated tile iterators), so memory sees the real extents
+    m_ext, n_ext = g.m / tm, g.n / tn
+    k_ext = k_split / n_iter if n_iter else 0.0
+    c_bytes = m_ext * n_ext * c_eb
+    load_bytes = k_ext * (m_ext * f.a_eb + n_ext * eb)
     mem_lat = hit * s.l2_lat + (1.0 - hit) * s.dram_lat
     rate = s.tc_rate_for(g.dtype, bool(g.sparse))
     fma_tile = bm * bn * bk * f.math_keep
@@ -258,7 +268,7 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
         sm_cyc = smem_tile / (s.smem_bpc / resident)
         work = max(mma, sm_cyc)
         epi = s.epi_lat + max(c_bytes / (s.dram_bpc / active), epi_smem / (s.smem_bpc / resident))
-        out = _sim_block(n_iter, f.stages, f.a_tile + f.b_tile, load_bw, mem_lat, work, mma / work,
+        out = _sim_block(n_iter, f.stages, load_bytes, load_bw, mem_lat, work, mma / work,
                           s.mma_lat, epi)
         out[0] += s.prologue
         return out
