@@ -449,10 +449,6 @@ def stem_spaces(workload: Workload, spaces: list[str]) -> np.ndarray:
     return np.array([1.0 if s == stem else 0.0 for s in spaces])
 
 
-def _with_stem(d: "SpaceData | None", stem: np.ndarray) -> "SpaceData | None":
-    return None if d is None else dataclasses.replace(d, stem=stem)
-
-
 def later_blocks(workload: Workload, plain: list[str], residual: list[str]) -> np.ndarray:
     """1 for each plain space in a later block of its stage, else 0: its block (the chain of
     convs from it to the first layer writing a residual node) is not the first, in layer order,
@@ -656,7 +652,7 @@ def read_run(path: Path) -> RunData:
         classes = int(run.get("classes", 2 if run.get("coarse", False) else w.layers[-1].c_out))
         floor = classifier_floor(w, classes)
 
-        def spaces(ss, later=None):
+        def spaces(ss, later=None, stem=None):
             if not ss:
                 return None
             c = np.array([chans[s] for s in ss], dtype=float)
@@ -664,15 +660,15 @@ def read_run(path: Path) -> RunData:
                     if all("dead" in p for p in per) else None)
             return SpaceData(c, map_depth(w, ss),
                              np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c,
-                             later, np.array([floor.get(s, 0) for s in ss]) / c, dead)
+                             later, np.array([floor.get(s, 0) for s in ss]) / c, dead, stem)
 
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
                        run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
                        high_lr_epochs(per, int(run["batch"])),
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
-                       _with_stem(spaces(plain, later_blocks(w, plain, res)),
-                                  stem_spaces(w, plain)), spaces(res),
+                       spaces(plain, later_blocks(w, plain, res), stem_spaces(w, plain)),
+                       spaces(res),
                        float(run.get("weight_decay", 1e-4)),
                        bool(run.get("coarse", False)), classes,
                        str(run.get("dataset", "digits")), expansion(w))
