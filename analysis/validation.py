@@ -1298,13 +1298,14 @@ def _c_authors_level_rows() -> Iterator[Row]:
     ratios, first = [], []
     for f in sorted(AUTHORS_DIR.glob("vgg*-rho*.yaml")):
         w, _, rho, *_, name = _authors_setting(f)
-        theirs = apply_widths(w, load_trajectory(f, w).widths_at(0)).macs() / w.macs()
-        ours = {wd: apply_widths(w, _authors_model_network(f, wd)).macs() / w.macs()
-                for wd in (None, 1e-4)}
+        their_widths = load_trajectory(f, w).widths_at(0)
+        model_widths = {wd: _authors_model_network(f, wd) for wd in (None, 1e-4)}
+        theirs = apply_widths(w, their_widths).macs() / w.macs()
+        ours = {wd: apply_widths(w, m).macs() / w.macs() for wd, m in model_widths.items()}
         ratios.append(ours[None] / theirs)
         stem = w.layers[0]
-        first.append((load_trajectory(f, w).widths_at(0)[stem.name][1] / stem.c_out,
-                      _authors_model_network(f)[stem.name][1] / stem.c_out))
+        first.append((their_widths[stem.name][1] / stem.c_out,
+                      model_widths[None][stem.name][1] / stem.c_out))
         yield Row("C", f"{name} rho {rho:g}: final inference FLOPs, the model's network vs the "
                   "authors' own run's",
                   round(100 * theirs, 1), 100 * ours[None], "%",
