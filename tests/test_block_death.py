@@ -232,9 +232,12 @@ def test_old_run_files_read_a_one_channel_block_as_removed_after_the_first_decay
     pts = ("points:\n  50:\n    layer1.1.conv1: [16, 1]\n    layer1.1.conv2: [1, 16]\n"
            "  100:\n    layer1.1.conv1: [16, 1]\n    layer1.1.conv2: [1, 16]\n"
            "    layer2.1.conv1: [32, 2]\n    layer2.1.conv2: [2, 32]\n")
-    run = "run: {epochs: 182, lr_decay_at: [0.5, 0.75]}\n"
+    run = "run: {epochs: 182, batch: 32, lr_decay_at: [0.5, 0.75]}\n"
+    # the logged lr leaves its maximum at epoch 91, as the schedule says
+    per = "per_epoch:\n" + "".join(f"- {{epoch: {e}, lr: {0.2 if e < 91 else 0.02}, batch: 32}}\n"
+                                   for e in range(182))
     f = tmp_path / "old.yaml"
-    f.write_text("workload: resnet20\n" + pts + run + "per_epoch:\n- {epoch: 0}\n")
+    f.write_text("workload: resnet20\n" + pts + run + per)
     tr = load_trajectory(f, w)
     assert len(apply_widths(w, tr.widths_at(50)).layers) == len(w.layers)
     after = apply_widths(w, tr.widths_at(100))
@@ -242,7 +245,7 @@ def test_old_run_files_read_a_one_channel_block_as_removed_after_the_first_decay
     assert "layer1.1.conv1" not in {l.name for l in after.layers}
     assert {l.name: l.c_out for l in after.layers}["layer2.1.conv1"] == 2
     assert "1 block(s) at one inner channel" in tr.source
-    f.write_text("workload: resnet20\n" + pts + run + "per_epoch:\n- {epoch: 0, dead: []}\n")
+    f.write_text("workload: resnet20\n" + pts + run + per.replace("batch: 32}", "batch: 32, dead: []}"))
     for g in (f, tmp_path / "plain.yaml"):
         if g.name == "plain.yaml":
             g.write_text("workload: resnet20\n" + pts)

@@ -164,28 +164,27 @@ def trajectory_from_doc(doc, workload: Workload, file: str) -> Trajectory:
 def _one_channel_blocks_removed(doc: dict, raw: dict, workload: Workload) -> int:
     """A run file written before runs recorded dead spaces (per_epoch entries without `dead`)
     keeps a space whose channels all died at one all-zero channel, where PruneTrain removes the
-    block. From the first lr decay on, read a residual path's inner space at one channel as dead
-    (width 0 on both sides; edits raw in place). Why only then: the run with `dead` records
-    (resnet20-digits8 rho 0.25) held 117 of its 394 one-channel space-epochs live, all before the
-    decay, while the lr kept a last channel hovering over the zeroing threshold; after it, 5 of 6
-    one-channel spaces were dead (docs/system.md, session 18). Returns the blocks removed at the
-    last point."""
+    block. From the first lr decay on (the first epoch the logged lr leaves its maximum:
+    lasso_model.high_lr_epochs, the same rule as the block-death fit's rows), read a residual
+    path's inner space at one channel as dead (width 0 on both sides; edits raw in place). Why
+    only then: the run with `dead` records (resnet20-digits8 rho 0.25) held 117 of its 394
+    one-channel space-epochs live, all before the decay, while the lr kept a last channel
+    hovering over the zeroing threshold; after it, 5 of 6 one-channel spaces were dead
+    (docs/system.md, session 18). Returns the blocks removed at the last point."""
+    from sim.system.lasso_model import high_lr_epochs
     per, run = doc.get("per_epoch"), doc.get("run")
     if not (isinstance(per, list) and per and isinstance(run, dict)) \
             or any(isinstance(x, dict) and "dead" in x for x in per):
         return 0
-    decay, epochs = run.get("lr_decay_at"), run.get("epochs")
-    if not (isinstance(decay, list) and decay and isinstance(epochs, int)):
-        return 0
     try:
-        first = round(min(float(x) for x in decay) * epochs)
-    except (TypeError, ValueError):
+        low = [e for e, h in enumerate(high_lr_epochs(per, int(run["batch"]))) if not h]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 0
+    if not low:
         return 0
     paths = residual_paths(workload)
     removed = 0
-    for e in sorted(raw):
-        if e < first:
-            continue
+    for e in sorted(x for x in raw if x >= low[0]):
         ws = raw[e]
         blocks = set()
         for n, (a, b, f) in list(ws.items()):
