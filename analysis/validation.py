@@ -1056,18 +1056,28 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_measured_rows(dense_1080)
         yield from _c_measured_held_out_rows()
+        yield from _c_other_setting_rows(dense_1080)
     yield from _c_comm_rows(quick, dense_m)
 
 
 AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
 
 
-def _measured_runs(wl_name: str, rho: float, interval: int, epochs: int) -> list[Path]:
-    """Real runs of Table 1's own network on 32 x 32 CIFAR-10 (tools/prunetrain_runs.py --grid
-    table1), fitted or pending: sim/data/prunetrain and its pending/ subfolders."""
+def _measured_runs(wl_name: str, rho: float, interval: int, epochs: int,
+                   side: int = 32) -> list[Path]:
+    """Real runs of Table 1's own network on `side` x `side` CIFAR-10 (32: the paper's setting,
+    tools/prunetrain_runs.py --grid table1; 16: the bottleneck runs' setting, --grid authors-r50),
+    fitted or pending: sim/data/prunetrain and its pending/ subfolders. rho None: any rho."""
     from sim.system.lasso_model import RUNS_DIR
-    pat = f"{wl_name}-cifar10-32-rho{rho:g}-i{interval}-e{epochs}-*.yaml"
+    r = "*" if rho is None else f"{rho:g}"
+    pat = f"{wl_name}-cifar10-{side}-rho{r}-i{interval}-e{epochs}-*.yaml"
     return sorted(RUNS_DIR.glob(pat)) + sorted(RUNS_DIR.glob(f"pending/*/{pat}"))
+
+
+def _past_last_decay(doc: dict, epochs: int) -> bool:
+    """A run file went past its last lr decay (before it most of its pruning is still to come)."""
+    ran = len(doc.get("per_epoch", []))
+    return ran > round(max(doc.get("run", {}).get("lr_decay_at") or [1.0]) * epochs)
 
 
 def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
@@ -1077,10 +1087,9 @@ def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
     widths to the end, so its FLOPs and time are upper bounds (pruning only removes); one stopped
     before its last lr decay is left out (the bound would be loose: the high-lr epochs prune).
     dense: {Table 1 label: the dense run on one gtx1080ti-11gb} already simulated by rows_c."""
-    from sim.methods import parse_method
     from sim.errors import ConfigError
     from sim.system.cluster import load_cluster
-    from sim.system.prunetrain import apply_widths, simulate_run, trajectory_from_doc
+    from sim.system.prunetrain import trajectory_from_doc
     from sim.workload import load_workload
     from sim.yamlio import load_yaml_file
     cl = load_cluster("gtx1080ti-11gb").with_devices(1)
@@ -1092,32 +1101,104 @@ def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
             doc = load_yaml_file(path, ConfigError)
             ran = len(doc.get("per_epoch", []))
             cfg = doc.get("run", {})
-            if ran <= round(max(cfg.get("lr_decay_at") or [1.0]) * epochs):
-                continue   # stopped before its last lr decay: most of its pruning is still to come
+            if not _past_last_decay(doc, epochs):
+                continue
             tr = trajectory_from_doc(doc, w, str(path))
-            fr = _train_flops_frac(w, tr, epochs, batch)
-            inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
             part = ("" if ran >= epochs else
                     f", stopped at epoch {ran} of {epochs}: upper bound")
             what = f"engine fed a real run at the paper's setting ({path.stem.split('-rho')[0]}{part})"
-            src = f"{path.relative_to(REPO)} / {w.name}"
             note = (f"measured trajectory (GPU run: batch {cfg.get('batch')} at lr {cfg.get('lr')}, "
                     f"the paper's per-sample lr; weight decay {cfg.get('weight_decay')}); last "
                     f"widths held from epoch {tr.points[-1][0]} to {epochs}; the model row's "
                     "distance from this one is the trajectory model's error, this row's from "
                     "the published figure the run-to-run and setting spread")
-            yield Row("C", f"{label}: training FLOPs vs dense, {what}", pf * 100, 100 * fr, "%",
-                      src, status="input", note=note)
-            yield Row("C", f"{label}: inference FLOPs vs dense, {what}", pinf * 100, 100 * inf,
-                      "%", src, status="input", note=note)
-            pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
-            d = (dense or {}).get(label) or simulate_run(w, cl, parse_method("dense"),
-                                                         epochs=epochs, batch=batch)
-            p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
-            ptime = ptimes["gtx1080ti-11gb"]
-            yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",
-                      ptime * 100, 100 * p.train_seconds / d.train_seconds, "%", src,
-                      status="input", note=note)
+            yield from _fed_run_rows(label, w, tr, cl, (rho, interval, epochs, batch),
+                                     (pf, pinf, ptimes["gtx1080ti-11gb"]), (dense or {}).get(label),
+                                     what, f"{path.relative_to(REPO)} / {w.name}", note)
+
+
+def _fed_run_rows(label, w, tr, cl, setting, published, dense_run, what, src, note):
+    """Training FLOPs, inference FLOPs and training time (cl: one GTX 1080 Ti) vs dense of one
+    Table 1 row with the engine fed a measured trajectory `tr`. setting: (rho, interval, epochs,
+    batch); published: (training FLOPs, inference FLOPs, time) as fractions; dense_run: the
+    dense run already simulated, or None."""
+    from sim.methods import parse_method
+    from sim.system.prunetrain import apply_widths, simulate_run
+    rho, interval, epochs, batch = setting
+    pf, pinf, ptime = published
+    fr = _train_flops_frac(w, tr, epochs, batch)
+    inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
+    yield Row("C", f"{label}: training FLOPs vs dense, {what}", pf * 100, 100 * fr, "%",
+              src, status="input", note=note)
+    yield Row("C", f"{label}: inference FLOPs vs dense, {what}", pinf * 100, 100 * inf,
+              "%", src, status="input", note=note)
+    pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
+    d = dense_run or simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
+    p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
+    yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",
+              ptime * 100, 100 * p.train_seconds / d.train_seconds, "%", src,
+              status="input", note=note)
+
+
+def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
+    """Error budget with real runs of Table 1's own CIFAR-10 networks at another setting than the
+    paper's (16 x 16 CIFAR-10 at 8x its per-sample lr, the bottleneck runs' setting,
+    tools/prunetrain_runs.py --grid authors-r50; fitted or pending), past their last lr decay.
+    They split a row's miss: the trajectory model against the run with the run's own inputs
+    (the last kept fraction of each kind; held out unless the run is in the fit) is the model's
+    own error; at the row's rho, the engine fed the run's widths (on the row's 32 x 32 workload)
+    against the published figures is the engine's share plus the setting's."""
+    import numpy as np
+    from sim.errors import ConfigError
+    from sim.system.cluster import load_cluster
+    from sim.system.lasso_model import bundled_fit, read_run
+    from sim.system.prunetrain import trajectory_from_doc
+    from sim.workload import load_workload
+    from sim.yamlio import load_yaml_file
+    fit = bundled_fit()
+    cl = load_cluster("gtx1080ti-11gb").with_devices(1)
+    for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in PUB_C_TABLE1:
+        if classes != 10:
+            continue
+        w = load_workload(wl_name)
+        for path in _measured_runs(wl_name, None, interval, epochs, side=16):
+            doc = load_yaml_file(path, ConfigError)
+            if not _past_last_decay(doc, epochs):
+                continue
+            r = read_run(path)
+            cfg = doc.get("run", {})
+            held = "in the fit" if r.name in fit.runs else "held out"
+            src = f"{path.relative_to(REPO)} / {w.name}"
+            ran = len(r.lrsteps)
+            setting = (f"16 x 16 CIFAR-10, batch {r.batch} at lr {r.lr:g} ({r.temperature:g}x "
+                       f"the paper's per-sample lr), weight decay {r.weight_decay:g}, "
+                       f"{ran} of {epochs} epochs")
+            for kind, resid in (("plain spaces", False), ("residual nodes", True)):
+                if resid and not r.has_residual:
+                    continue
+                m = r.keep_residual if resid else r.keep_plain
+                p = fit.keep_run(r, resid)
+                rms = float(np.sqrt(np.mean((p - m) ** 2)))
+                yield Row("C", f"{label}'s network, a real run at rho {r.rho:g} at another setting: "
+                          f"last kept fraction of the {kind}, measured vs the model ({held})",
+                          round(float(m[-1]), 3), float(p[-1]), "fraction",
+                          f"{src} / lasso-dose model with the run's own inputs", status="input",
+                          note=f"{setting}; RMS over all epochs {rms:.3f} (a real run, not a "
+                               "published number): the trajectory model's own error on "
+                               "Table 1's network")
+            if abs(r.rho - rho) > 1e-9:
+                continue
+            tr = trajectory_from_doc(doc, w, str(path))
+            what = (f"engine fed a real run at another setting ({path.stem.split('-rho')[0]}, "
+                    f"{held})")
+            note = (f"measured trajectory ({setting}) replayed on the 32 x 32 workload; last "
+                    f"widths held from epoch {tr.points[-1][0]} to {epochs}; this row's distance "
+                    "from the published figure is the engine's and the setting's, the model "
+                    "row's from this one mostly the trajectory model's (the kept-fraction rows "
+                    "above measure it at the run's own setting)")
+            yield from _fed_run_rows(label, w, tr, cl, (rho, interval, epochs, batch),
+                                     (pf, pinf, ptimes["gtx1080ti-11gb"]), (dense or {}).get(label),
+                                     what, src, note)
 
 
 def _c_measured_held_out_rows() -> Iterator[Row]:

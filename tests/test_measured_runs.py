@@ -68,3 +68,31 @@ def test_held_out_rows_report_the_runs_own_last_epoch(monkeypatch):
     assert rows["plain spaces"].published == pytest.approx(
         sum(r.keep_plain[-1] for r in runs) / len(runs))
     assert "vgg11-cifar rho 0.2 (142 ep.)" in rows["plain spaces"].note
+
+
+def test_other_setting_rows_split_the_authors_resnet50_miss():
+    """The authors' CIFAR ResNet-50 at 16 x 16 (pending, held out): the model's kept fractions
+    with the run's own inputs, then the engine fed the run at Table 1's rho. The rows' measured
+    side is the run file itself, and runs stopped before their last decay give no rows."""
+    from analysis.validation import _c_other_setting_rows, _past_last_decay
+    from sim.system.lasso_model import bundled_fit
+    paths = sorted(RUNS_DIR.glob("**/resnet50-bt-cifar-cifar10-16-rho0.2-*.yaml"))
+    assert paths
+    run = read_run(paths[0])
+    rows = list(_c_other_setting_rows())
+    assert rows and all(r.status == "input" for r in rows)
+    kept = {r.what.split("fraction of the ")[1].split(",")[0]: r for r in rows
+            if "rho 0.2 at another setting: last kept" in r.what}
+    assert kept["plain spaces"].published == pytest.approx(run.keep_plain[-1], abs=1e-3)
+    assert kept["residual nodes"].published == pytest.approx(run.keep_residual[-1], abs=1e-3)
+    assert kept["plain spaces"].modeled == pytest.approx(
+        float(bundled_fit().keep_run(run, False)[-1]))
+    assert ("held out" in kept["plain spaces"].what) == (run.name not in bundled_fit().runs)
+    fed = {r.what.split(":")[1].split(",")[0].strip(): r.modeled for r in rows
+           if r.what.startswith("CIFAR-10 ResNet-50: ")}
+    assert fed["inference FLOPs vs dense"] < fed["training FLOPs vs dense"] < 100
+    assert 0 < fed["training time vs dense"] < 100
+    doc = load_yaml_file(paths[0], ConfigError)
+    assert _past_last_decay(doc, 182)
+    doc["per_epoch"] = doc["per_epoch"][:100]
+    assert not _past_last_decay(doc, 182)

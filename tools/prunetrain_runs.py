@@ -184,8 +184,10 @@ RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out
 # The PruneTrain authors' own CIFAR "ResNet-50" (resnet50-bt-cifar: their resnet50_bt_flat, 3 stages
 # of 8 bottleneck blocks, 16-64 inside), the network of Table 1's CIFAR ResNet-50 rows: on 16 x 16
 # CIFAR-10 at the bundled bottleneck runs' setting (CPU: ~77 s a virtual epoch on one core, ~4 h a
-# run), and at 32 x 32 at the paper's per-sample lr (the table1 grid's setting: a GPU's).
-AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", 0.2, 10, **_C16, init="he_fan_out")]
+# run; rho 0.25 added in session 20 for a rho pair on Table 1's own network), and at 32 x 32 at the
+# paper's per-sample lr (the table1 grid's setting: a GPU's).
+AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", r, 10, **_C16, init="he_fan_out")
+                     for r in (0.2, 0.25)]
                     + [RunConfig("resnet50-bt-cifar", r, 10, **_C) for r in (0.2, 0.25)])
 # The narrow bottleneck at rho 0.2, with the per-epoch `dead` records (session 18): the death model
 # (sim.system.block_death), fitted mostly on basic blocks, predicts ~7x the dead inner spaces the
