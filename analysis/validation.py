@@ -71,21 +71,25 @@ B_BATCH = 128
 # METHODS.md's "0.2-0.25 typical" [U]. classes 100: the CIFAR-10 workload with a 100-way classifier.
 # CIFAR "ResNet-50" is the authors' own (resnet50-bt-cifar: their code's resnet50_bt_flat, 3 stages
 # of 8 bottleneck blocks, 0.78 M parameters), not kuangliu's four-stage resnet50-cifar (23.5 M).
+# the GPU each part of Table 1 was timed on (VALIDATION.md C): CIFAR on one TITAN Xp, ImageNet on four
+# GTX 1080 Ti (and four V100); the dynamic mini-batch rows use the same GPU as their data set's rows
+CIFAR_GPU = "titan-xp-12gb"
+IMAGENET_GPU = "gtx1080ti-11gb"
 PUB_C_TABLE1 = [
-    ("CIFAR-10 ResNet-32", "resnet32", 10, 0.2, 182, 10, 128, 0.47, {"gtx1080ti-11gb": 0.81}, 0.34),
-    ("CIFAR-10 ResNet-50", "resnet50-bt-cifar", 10, 0.2, 182, 10, 128, 0.50, {"gtx1080ti-11gb": 0.81}, 0.30),
-    ("CIFAR-10 VGG-11", "vgg11-cifar", 10, 0.2, 182, 10, 128, 0.43, {"gtx1080ti-11gb": 0.57}, 0.35),
-    ("CIFAR-10 VGG-13", "vgg13-cifar", 10, 0.2, 182, 10, 128, 0.44, {"gtx1080ti-11gb": 0.57}, 0.37),
-    ("CIFAR-100 ResNet-32", "resnet32", 100, 0.2, 182, 10, 128, 0.68, {"gtx1080ti-11gb": 0.88}, 0.54),
-    ("CIFAR-100 ResNet-50", "resnet50-bt-cifar", 100, 0.2, 182, 10, 128, 0.47, {"gtx1080ti-11gb": 0.66}, 0.31),
-    ("CIFAR-100 VGG-11", "vgg11-cifar", 100, 0.2, 182, 10, 128, 0.53, {"gtx1080ti-11gb": 0.74}, 0.43),
-    ("CIFAR-100 VGG-13", "vgg13-cifar", 100, 0.2, 182, 10, 128, 0.58, {"gtx1080ti-11gb": 0.67}, 0.48),
+    ("CIFAR-10 ResNet-32", "resnet32", 10, 0.2, 182, 10, 128, 0.47, {CIFAR_GPU: 0.81}, 0.34),
+    ("CIFAR-10 ResNet-50", "resnet50-bt-cifar", 10, 0.2, 182, 10, 128, 0.50, {CIFAR_GPU: 0.81}, 0.30),
+    ("CIFAR-10 VGG-11", "vgg11-cifar", 10, 0.2, 182, 10, 128, 0.43, {CIFAR_GPU: 0.57}, 0.35),
+    ("CIFAR-10 VGG-13", "vgg13-cifar", 10, 0.2, 182, 10, 128, 0.44, {CIFAR_GPU: 0.57}, 0.37),
+    ("CIFAR-100 ResNet-32", "resnet32", 100, 0.2, 182, 10, 128, 0.68, {CIFAR_GPU: 0.88}, 0.54),
+    ("CIFAR-100 ResNet-50", "resnet50-bt-cifar", 100, 0.2, 182, 10, 128, 0.47, {CIFAR_GPU: 0.66}, 0.31),
+    ("CIFAR-100 VGG-11", "vgg11-cifar", 100, 0.2, 182, 10, 128, 0.53, {CIFAR_GPU: 0.74}, 0.43),
+    ("CIFAR-100 VGG-13", "vgg13-cifar", 100, 0.2, 182, 10, 128, 0.58, {CIFAR_GPU: 0.67}, 0.48),
     ("ImageNet ResNet-50 rho=0.25", "resnet50-imagenet", 1000, 0.25, 90, 5, 64, 0.60,
-     {"gtx1080ti-11gb": 0.71, "prunetrain-v100-128": 0.66}, 0.47),
+     {IMAGENET_GPU: 0.71, "prunetrain-v100-128": 0.66}, 0.47),
     ("ImageNet ResNet-50 rho=0.20", "resnet50-imagenet", 1000, 0.20, 90, 5, 64, 0.70,
-     {"gtx1080ti-11gb": 0.76, "prunetrain-v100-128": 0.72}, 0.56),
+     {IMAGENET_GPU: 0.76, "prunetrain-v100-128": 0.72}, 0.56),
     ("ImageNet ResNet-50 rho=0.10", "resnet50-imagenet", 1000, 0.10, 90, 5, 64, 0.97,
-     {"gtx1080ti-11gb": 0.98, "prunetrain-v100-128": 0.98}, 0.88),
+     {IMAGENET_GPU: 0.98, "prunetrain-v100-128": 0.98}, 0.88),
 ]
 # dynamic mini-batch on 11 GB GPUs: (label, workload, classes, rho, epochs, interval, batch,
 # published (epoch, batch) steps)
@@ -711,7 +715,7 @@ def _c_v100_rows(label: str, w, tr, epochs: int, saving: dict) -> Iterator[Row]:
     """V100 vs 1080 Ti: the saving ordering, why (the dense step's memory-bound share and the
     GEMM vs non-GEMM shrinkage, final widths), and BN off-chip traffic over training."""
     from sim.system.prunetrain import apply_widths
-    (p1, m1, d1, q1), (pv, mv, dv, qv) = saving["gtx1080ti-11gb"], saving["prunetrain-v100-128"]
+    (p1, m1, d1, q1), (pv, mv, dv, qv) = saving[IMAGENET_GPU], saving["prunetrain-v100-128"]
     yield Row("C", f"{label}: V100 saving exceeds 1080 Ti saving", f"{100 * pv:.0f} % > "
               f"{100 * p1:.0f} %", f"{100 * mv:.1f} % vs {100 * m1:.1f} %", "time",
               "4 x gtx1080ti vs 4 x V100 (prunetrain-v100-128) / pytorch-eager",
@@ -967,7 +971,8 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     from sim.system.prunetrain import apply_widths, lasso_trajectory, simulate_run
     from sim.workload import load_workload
     dense_m = parse_method("dense")
-    one = {c: load_cluster(c).with_devices(1) for c in ("gtx1080ti-11gb", "prunetrain-v100-128")}
+    one = {c: load_cluster(c).with_devices(1)
+           for c in (CIFAR_GPU, IMAGENET_GPU, "prunetrain-v100-128")}
     fit = bundled_fit()
     traj_note = (f"lasso-dose trajectory model fitted to {len(fit.runs)} real group-lasso runs "
                  f"(sim/data/prunetrain; fit RMS {fit.rms:.3f}), rho and schedule as inputs; not "
@@ -986,7 +991,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_stage_spread_rows()
         yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
-    dense_1080: dict = {}    # CIFAR-10 rows' dense run on one 1080 Ti, reused by _c_measured_rows
+    dense_cifar: dict = {}   # CIFAR-10 rows' dense run on CIFAR_GPU, reused by _c_measured_rows
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:
         w = _with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
@@ -1021,7 +1026,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes,
                                   {c: saving[c][2:] for c in saving}, one, tr)
         if classes == 10:
-            dense_1080[label] = saving["gtx1080ti-11gb"][2]
+            dense_cifar[label] = saving[CIFAR_GPU][2]
         if len(saving) == 2:
             yield from _c_v100_rows(label, w, tr, epochs, saving)
     for label, wl_name, classes, rho, epochs, interval, batch, sched in PUB_C_BATCH:
@@ -1030,9 +1035,11 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         w = _with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
+        gpu = IMAGENET_GPU if classes == 1000 else CIFAR_GPU
         for mode, what in (("relative", "the initial batch fills the GPU (the paper's setting)"),
-                           ("device", "the GTX 1080 Ti's 11178 MiB by the memory model")):
-            r = simulate_run(w, one["gtx1080ti-11gb"], pt_m, epochs=epochs, batch=batch,
+                           ("device", f"one {gpu} GPU's {one[gpu].device.memory.written} "
+                                      "by the memory model")):
+            r = simulate_run(w, one[gpu], pt_m, epochs=epochs, batch=batch,
                              trajectory=tr, dynamic_batch=mode)
             got, prev = [], None
             for e in r.epochs:
@@ -1045,7 +1052,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                 when = next((e.epoch for e in r.epochs if e.batch >= b), None)
                 yield Row("C", f"{label}: dynamic mini-batch reaches {b} ({mode} capacity: {what})",
                           float(ep), float(when) if when is not None else "never", "epoch",
-                          f"gtx1080ti-11gb / {w.name} / prunetrain rho={rho}, memory model",
+                          f"{gpu} / {w.name} / prunetrain rho={rho}, memory model",
                           status="ok" if when is not None and abs(when - ep) <= interval
                           else "outlier",
                           note=f"target: within one reconfiguration interval ({interval} epochs); "
@@ -1054,16 +1061,16 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                                    one)
     yield from _c_authors_rows()
     if not quick:
-        yield from _c_measured_rows(dense_1080)
+        yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
-        yield from _c_other_setting_rows(dense_1080)
+        yield from _c_other_setting_rows(dense_cifar)
     yield from _c_comm_rows(quick, dense_m)
 
 
 AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
 
 
-def _measured_runs(wl_name: str, rho: float, interval: int, epochs: int,
+def _measured_runs(wl_name: str, rho: float | None, interval: int, epochs: int,
                    side: int = 32) -> list[Path]:
     """Real runs of Table 1's own network on `side` x `side` CIFAR-10 (32: the paper's setting,
     tools/prunetrain_runs.py --grid table1; 16: the bottleneck runs' setting, --grid authors-r50),
@@ -1086,13 +1093,13 @@ def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
     the run's measured trajectory instead of the model's. A run stopped early holds its last
     widths to the end, so its FLOPs and time are upper bounds (pruning only removes); one stopped
     before its last lr decay is left out (the bound would be loose: the high-lr epochs prune).
-    dense: {Table 1 label: the dense run on one gtx1080ti-11gb} already simulated by rows_c."""
+    dense: {Table 1 label: the dense run on one CIFAR_GPU} already simulated by rows_c."""
     from sim.errors import ConfigError
     from sim.system.cluster import load_cluster
     from sim.system.prunetrain import trajectory_from_doc
     from sim.workload import load_workload
     from sim.yamlio import load_yaml_file
-    cl = load_cluster("gtx1080ti-11gb").with_devices(1)
+    cl = load_cluster(CIFAR_GPU).with_devices(1)
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in PUB_C_TABLE1:
         if classes != 10:
             continue
@@ -1113,12 +1120,12 @@ def _c_measured_rows(dense: dict | None = None) -> Iterator[Row]:
                     "distance from this one is the trajectory model's error, this row's from "
                     "the published figure the run-to-run and setting spread")
             yield from _fed_run_rows(label, w, tr, cl, (rho, interval, epochs, batch),
-                                     (pf, pinf, ptimes["gtx1080ti-11gb"]), (dense or {}).get(label),
+                                     (pf, pinf, ptimes[CIFAR_GPU]), (dense or {}).get(label),
                                      what, f"{path.relative_to(REPO)} / {w.name}", note)
 
 
 def _fed_run_rows(label, w, tr, cl, setting, published, dense_run, what, src, note):
-    """Training FLOPs, inference FLOPs and training time (cl: one GTX 1080 Ti) vs dense of one
+    """Training FLOPs, inference FLOPs and training time (cl: one CIFAR_GPU) vs dense of one
     Table 1 row with the engine fed a measured trajectory `tr`. setting: (rho, interval, epochs,
     batch); published: (training FLOPs, inference FLOPs, time) as fractions; dense_run: the
     dense run already simulated, or None."""
@@ -1135,7 +1142,7 @@ def _fed_run_rows(label, w, tr, cl, setting, published, dense_run, what, src, no
     pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
     d = dense_run or simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch)
     p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
-    yield Row("C", f"{label}: training time vs dense, {what}, gtx1080ti-11gb",
+    yield Row("C", f"{label}: training time vs dense, {what}, {cl.name}",
               ptime * 100, 100 * p.train_seconds / d.train_seconds, "%", src,
               status="input", note=note)
 
@@ -1156,7 +1163,7 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
     from sim.workload import load_workload
     from sim.yamlio import load_yaml_file
     fit = bundled_fit()
-    cl = load_cluster("gtx1080ti-11gb").with_devices(1)
+    cl = load_cluster(CIFAR_GPU).with_devices(1)
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in PUB_C_TABLE1:
         if classes != 10:
             continue
@@ -1166,7 +1173,6 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
             if not _past_last_decay(doc, epochs):
                 continue
             r = read_run(path)
-            cfg = doc.get("run", {})
             held = "in the fit" if r.name in fit.runs else "held out"
             src = f"{path.relative_to(REPO)} / {w.name}"
             ran = len(r.lrsteps)
@@ -1197,7 +1203,7 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
                     "row's from this one mostly the trajectory model's (the kept-fraction rows "
                     "above measure it at the run's own setting)")
             yield from _fed_run_rows(label, w, tr, cl, (rho, interval, epochs, batch),
-                                     (pf, pinf, ptimes["gtx1080ti-11gb"]), (dense or {}).get(label),
+                                     (pf, pinf, ptimes[CIFAR_GPU]), (dense or {}).get(label),
                                      what, src, note)
 
 
@@ -1464,7 +1470,8 @@ def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sc
         return
     pub_s = " -> ".join(f"{b}" + (f" @{e}" if e else "") for e, b in sched)
     for mode in ("relative", "device"):
-        r = simulate_run(w, one["gtx1080ti-11gb"], parse_method(f"prunetrain:rho={rho},interval="
+        gpu = IMAGENET_GPU if classes == 1000 else CIFAR_GPU
+        r = simulate_run(w, one[gpu], parse_method(f"prunetrain:rho={rho},interval="
                          f"{interval}"), epochs=epochs, batch=batch, trajectory=m[0],
                          dynamic_batch=mode)
         got, prev = [], None
@@ -1474,7 +1481,7 @@ def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sc
                 prev = e.batch
         yield Row("C", f"{label}: dynamic mini-batch ({mode} capacity), memory model fed the "
                   f"published training FLOPs ({100 * pf:.0f} %)", pub_s, " -> ".join(got),
-                  "steps", f"gtx1080ti-11gb / {w.name} / model trajectory, pruned fraction "
+                  "steps", f"{gpu} / {w.name} / model trajectory, pruned fraction "
                   f"x{m[1]:.2f}", status="qualitative",
                   note="error budget: what this misses is the memory model's share (activations "
                        "per sample shrink with the channels, not with FLOPs); the rest of the "
