@@ -1029,6 +1029,21 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
             dense_cifar[label] = saving[CIFAR_GPU][2]
         if len(saving) == 2:
             yield from _c_v100_rows(label, w, tr, epochs, saving)
+    yield from _c_batch_rows(quick, one)
+    yield from _c_authors_rows()
+    if not quick:
+        yield from _c_measured_rows(dense_cifar)
+        yield from _c_measured_held_out_rows()
+        yield from _c_other_setting_rows(dense_cifar)
+    yield from _c_comm_rows(quick, dense_m)
+
+
+def _c_batch_rows(quick: bool, one: dict) -> Iterator[Row]:
+    """The dynamic mini-batch as (epoch, batch) steps against the published ones, under both
+    capacity rules, on the GPU of the data set's Table 1 rows (one: cluster name -> one GPU)."""
+    from sim.methods import parse_method
+    from sim.system.prunetrain import lasso_trajectory, simulate_run
+    from sim.workload import load_workload
     for label, wl_name, classes, rho, epochs, interval, batch, sched in PUB_C_BATCH:
         if quick and "ImageNet" in label:
             continue
@@ -1059,12 +1074,6 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                                f"published {pub_s}; modeled {got_s}")
         yield from _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,
                                    one)
-    yield from _c_authors_rows()
-    if not quick:
-        yield from _c_measured_rows(dense_cifar)
-        yield from _c_measured_held_out_rows()
-        yield from _c_other_setting_rows(dense_cifar)
-    yield from _c_comm_rows(quick, dense_m)
 
 
 AUTHORS_DIR = Path(__file__).resolve().parents[1] / "sim" / "data" / "authors"
