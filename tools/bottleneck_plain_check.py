@@ -79,7 +79,8 @@ def main(argv=None) -> int:
             keep = lm.PLAIN_FROM_BASIC
             lm.PLAIN_FROM_BASIC = False
             try:
-                f = lm.fit_runs([r for r in runs if r.has_residual and r not in test],
+                held = {r.name for r in test}
+                f = lm.fit_runs([r for r in runs if r.has_residual and r.name not in held],
                                 spread=False)
             finally:
                 lm.PLAIN_FROM_BASIC = keep
