@@ -66,15 +66,23 @@ PUB_B_E2E = {"zero": 7.1, "random": -1.4, "approx": 3.5}   # % end-to-end, ResNe
 PUB_B_CNN2 = {"zero": -5.7, "random": -38.0, "approx": -6.6}  # % end-to-end, Table 2
 PUB_B_RESNET14 = 22.0                                       # % faster training ResNet-14 instead
 B_BATCH = 128
+
+# the GPU each part of Table 1 was timed on (VALIDATION.md C): CIFAR on one TITAN Xp, ImageNet on four
+# GTX 1080 Ti (and four V100); the dynamic mini-batch rows use the same GPU as their data set's rows
+CIFAR_GPU = "titan-xp-12gb"
+IMAGENET_GPU = "gtx1080ti-11gb"
+
+
+def _table1_gpu(classes: int) -> str:
+    """The cluster a Table 1 configuration was timed on: ImageNet's (1000 classes) or CIFAR's."""
+    return IMAGENET_GPU if classes == 1000 else CIFAR_GPU
+
+
 # VALIDATION.md C, Table 1: (row, workload, classes, rho, epochs, interval, batch, train FLOPs,
 # {cluster: time}, inference FLOPs). The CIFAR rows' rho is not in the spec: 0.2, the low end of
 # METHODS.md's "0.2-0.25 typical" [U]. classes 100: the CIFAR-10 workload with a 100-way classifier.
 # CIFAR "ResNet-50" is the authors' own (resnet50-bt-cifar: their code's resnet50_bt_flat, 3 stages
 # of 8 bottleneck blocks, 0.78 M parameters), not kuangliu's four-stage resnet50-cifar (23.5 M).
-# the GPU each part of Table 1 was timed on (VALIDATION.md C): CIFAR on one TITAN Xp, ImageNet on four
-# GTX 1080 Ti (and four V100); the dynamic mini-batch rows use the same GPU as their data set's rows
-CIFAR_GPU = "titan-xp-12gb"
-IMAGENET_GPU = "gtx1080ti-11gb"
 PUB_C_TABLE1 = [
     ("CIFAR-10 ResNet-32", "resnet32", 10, 0.2, 182, 10, 128, 0.47, {CIFAR_GPU: 0.81}, 0.34),
     ("CIFAR-10 ResNet-50", "resnet50-bt-cifar", 10, 0.2, 182, 10, 128, 0.50, {CIFAR_GPU: 0.81}, 0.30),
@@ -1050,7 +1058,7 @@ def _c_batch_rows(quick: bool, one: dict) -> Iterator[Row]:
         w = _with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = parse_method(f"prunetrain:rho={rho},interval={interval}")
-        gpu = IMAGENET_GPU if classes == 1000 else CIFAR_GPU
+        gpu = _table1_gpu(classes)
         for mode, what in (("relative", "the initial batch fills the GPU (the paper's setting)"),
                            ("device", f"one {gpu} GPU's {one[gpu].device.memory.written} "
                                       "by the memory model")):
@@ -1479,7 +1487,7 @@ def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sc
         return
     pub_s = " -> ".join(f"{b}" + (f" @{e}" if e else "") for e, b in sched)
     for mode in ("relative", "device"):
-        gpu = IMAGENET_GPU if classes == 1000 else CIFAR_GPU
+        gpu = _table1_gpu(classes)
         r = simulate_run(w, one[gpu], parse_method(f"prunetrain:rho={rho},interval="
                          f"{interval}"), epochs=epochs, batch=batch, trajectory=m[0],
                          dynamic_batch=mode)
