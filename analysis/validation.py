@@ -1175,7 +1175,7 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
     import numpy as np
     from sim.errors import ConfigError
     from sim.system.cluster import load_cluster
-    from sim.system.lasso_model import bundled_fit, read_run
+    from sim.system.lasso_model import bundled_fit, run_from_doc
     from sim.system.prunetrain import trajectory_from_doc
     from sim.workload import load_workload
     from sim.yamlio import load_yaml_file
@@ -1189,7 +1189,7 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
             doc = load_yaml_file(path, ConfigError)
             if not _past_last_decay(doc, epochs):
                 continue
-            r = read_run(path)
+            r = run_from_doc(doc, path)
             held = "in the fit" if r.name in fit.runs else "held out"
             src = f"{path.relative_to(REPO)} / {w.name}"
             ran = len(r.lrsteps)

@@ -634,8 +634,12 @@ def high_lr_epochs(per_epoch: list, base_batch: int) -> np.ndarray:
 
 
 def read_run(path: Path) -> RunData:
+    return run_from_doc(load_yaml_file(path, ConfigError), path)
+
+
+def run_from_doc(doc: dict, path: Path) -> RunData:
+    """A run file already read (its document, and the path that names it)."""
     from sim.workload import load_workload
-    doc = load_yaml_file(path, ConfigError)
     f = str(path)
     try:
         run, per = doc["run"], doc["per_epoch"]
