@@ -542,25 +542,40 @@ def _method_ops(e: _Emit, wl: Workload, batch: int, method: Any) -> list[StreamO
       group-lasso penalty it trains with adds the passes below.
     """
     out: list[StreamOp] = []
-    if not any(getattr(m, "id", None) == "prunetrain" for m in _methods(method)):
+    pt = next((m for m in _methods(method) if getattr(m, "id", None) == "prunetrain"), None)
+    if pt is None:
         return out
+    # timing=authors: the step as PruneTrain's scripts time it, less the penalty's forward
+    # (their train() takes batch_time = wall - lasso_time - data_load_time, lasso_time spanning
+    # the penalty's computation); its backward, inside loss.backward(), stays in
+    fwd = pt.get("timing") != "authors"
     first = wl.layers[0].name
     for l in wl.layers:
         # groups: output channels of every conv, input channels of every conv but the first, FC
         # input columns (sim/methods/prunetrain.py group_lasso_norm)
         g = 1 if (l.op == "fc" or l.name == first) else 2
         wb = l.weight_count * PARAM_BYTES
-        # forward per grouping: w**2 (read, write), group sums (read); estimate: the authors'
-        # PyTorch code runs pow/sum/sqrt/sum per grouping, 4 launches
-        out.append(StreamOp(l.name, "group-lasso", "fwd-ops", "group-lasso-fwd", 2 * g * wb,
-                            g * wb, 2 * g * l.weight_count, 4 * g, l.weight_count,
-                            "PruneTrain group-lasso norms (estimate: pow, sum, sqrt, sum per "
-                            "grouping)", wb, wb))
+        # forward per grouping, as the authors' _get_group_lasso runs it: w.pow(2) (read w, write
+        # w**2), .sum(dim) (read w**2): 2 launches
+        if fwd:
+            out.append(StreamOp(l.name, "group-lasso", "fwd-ops", "group-lasso-fwd", 2 * g * wb,
+                                g * wb, 2 * g * l.weight_count, 2 * g, l.weight_count,
+                                "PruneTrain group-lasso norms: pow, sum per grouping (the "
+                                "authors' _get_group_lasso)", wb, wb))
         # backward per grouping: d/dw = w / norm (read w, write), then added into dW (read 2,
         # write); 3 launches per grouping (estimate)
         out.append(StreamOp(l.name, "group-lasso", "bwd-ops", "group-lasso-bwd", 3 * g * wb,
                             2 * g * wb, 3 * g * l.weight_count, 3 * g, l.weight_count,
                             "PruneTrain group-lasso gradient added to dW (estimate)", 2 * wb, wb))
+    if fwd:
+        # then over all groups at once: two cat, add(1e-8), sqrt, sum, the in + out sum and the
+        # product with lambda: 9 launches over one value per group (bytes negligible)
+        n = sum(l.c_in if l.op == "fc" else l.c_out + (l.c_in if l.name != first else 0)
+                for l in wl.layers)
+        out.append(StreamOp(wl.layers[-1].name, "group-lasso", "fwd-ops", "group-lasso-norms",
+                            3 * 4 * n, 2 * 4 * n, 3 * n, 9, n, "PruneTrain group-lasso: the "
+                            "square roots of the group sums and their total (cat, add, sqrt, "
+                            "sum, add, mul)"))
     return out
 
 

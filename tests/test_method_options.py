@@ -15,7 +15,8 @@ from sim.methods import PARAMS, parse_method
 # a second value for every parameter (each differs from its default)
 ALT = {"p": "0.9", "sigma": "unbiased", "keep": "0.2", "schedule": "2", "k": "3", "nm": "1:4",
        "rescale": "channel", "rho": "0.3", "interval": "4", "fc": "prune", "fused": "true",
-       "layers": "ffn", "search": "exhaustive", "wd": "0.001"}
+       "layers": "ffn", "search": "exhaustive", "wd": "0.001",
+       "timing": "authors"}
 TRACE = "traces/sample-resnet20-mnist5k"
 
 

@@ -150,7 +150,23 @@ def test_methods():
         assert step_ops(wl, N, profile=pr, method=parse_method(m)) == base
     pt = step_ops(wl, N, profile=pr, method=parse_method("prunetrain"))
     lasso = [o for o in pt if o.op == "group-lasso"]
-    assert {o.layer for o in lasso} == {"c1", "c2", "fc"} and len(pt) == len(base) + 6
+    # per layer its norms (fwd) and gradient (bwd), then one pass over all the group norms
+    assert {o.layer for o in lasso} == {"c1", "c2", "fc"} and len(pt) == len(base) + 7
+    # the authors' _get_group_lasso: pow and sum per grouping (c1 and fc: one grouping each)
+    assert [o.launches for o in lasso if o.kernel == "group-lasso-fwd"] == [2, 4, 2]
+    norms = next(o for o in lasso if o.kernel == "group-lasso-norms")
+    c1, c2, fc = (next(x for x in wl.layers if x.name == n) for n in ("c1", "c2", "fc"))
+    assert norms.elems == c1.c_out + c2.c_out + c2.c_in + fc.c_in and norms.launches == 9
+
+
+def test_authors_timing_drops_the_penalty_forward_only():
+    """prunetrain:timing=authors: PruneTrain's scripts subtract the penalty's forward from each
+    step's time; its backward and every other kernel stay."""
+    wl, pr = tiny(), prof()
+    wall = step_ops(wl, N, profile=pr, method=parse_method("prunetrain"))
+    auth = step_ops(wl, N, profile=pr, method=parse_method("prunetrain:timing=authors"))
+    assert auth == [o for o in wall if not (o.op == "group-lasso" and o.phase == "fwd-ops")]
+    assert any(o.op == "group-lasso" and o.phase == "bwd-ops" for o in auth)
 
 
 def test_gemm_only_gives_no_ops():

@@ -264,6 +264,29 @@ def test_run_roofline_prunetrain_cheaper_and_zero_saves_comm():
     assert sum(e.iterations for e in dense.epochs[:1]) == math.ceil(50_000 / (128 * 16))
 
 
+def test_a_given_batch_schedule_is_followed_and_cuts_iterations():
+    """simulate_run(batch_steps=...): a published schedule replayed on any widths; each epoch
+    runs at the step's batch (fewer, larger iterations), the lr scales with it; a schedule with
+    a dynamic mini-batch, or out of range, is refused."""
+    w = load_workload("resnet32")
+    cl = load_cluster("prunetrain-v100-128").with_devices(4)
+    tr = parametric_trajectory(w, 6, 2)
+    m = parse_method("prunetrain")
+    fixed = simulate_run(w, cl, m, epochs=6, batch=64, trajectory=tr, engine="roofline")
+    steps = simulate_run(w, cl, m, epochs=6, batch=64, trajectory=tr, engine="roofline",
+                         batch_steps=((2, 96), (4, 128)))
+    assert [e.batch for e in steps.epochs] == [64, 64, 96, 96, 128, 128]
+    assert [e.lr_scale for e in steps.epochs][-1] == 2.0
+    assert steps.epochs[4].iterations < steps.epochs[2].iterations < fixed.epochs[2].iterations
+    assert steps.comm_bytes < fixed.comm_bytes
+    assert [e.seconds for e in steps.epochs[:2]] == [e.seconds for e in fixed.epochs[:2]]
+    with pytest.raises(ValueError, match="both set the batch"):
+        simulate_run(w, cl, m, epochs=6, batch=64, trajectory=tr, engine="roofline",
+                     batch_steps=((2, 96),), dynamic_batch="device")
+    with pytest.raises(ValueError, match="epoch must be in 0..5"):
+        simulate_run(w, cl, m, epochs=6, batch=64, engine="roofline", batch_steps=((6, 96),))
+
+
 # ---------------------------------------------------------------------------------------- TTA
 
 def test_tta_reached_not_reached_and_speedup(tmp_path):

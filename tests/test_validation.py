@@ -158,3 +158,40 @@ def test_classifier_floor_rows_hold_the_authors_and_the_models_networks():
     assert c100.published > 3 * c10.published        # the authors' own task effect
     count = rows[-1]
     assert count.unit == "runs" and 0 <= count.modeled <= 5
+
+
+def test_table4_rows_split_the_dynamic_batch_gain():
+    """Table 4 (time reduction with the dynamic mini-batch): a row per capacity rule, and the
+    error budget that feeds the engine the published FLOPs and batch steps: there the larger
+    batches must save time over the same widths at the initial batch."""
+    from sim.system.cluster import load_cluster
+    one = {v.CIFAR_GPU: load_cluster(v.CIFAR_GPU).with_devices(1)}
+    rows = list(v._c_table4_rows(True, one))      # quick: CIFAR-100 ResNet-50 only
+    assert [r.what.split("(")[1].split(")")[0] for r in rows[:2]] == ["relative capacity",
+                                                                      "device capacity"]
+    fed = rows[2]
+    assert "batch steps" in fed.what and "128 -> 192 @20" in fed.source
+    assert all(r.published == 43.0 and 0 < r.modeled < 100 for r in rows)
+    added = float(fed.note.split("add ")[1].split(" points")[0])
+    assert added > 0
+    without = float(fed.note.split("without them ")[1].split(" %")[0])
+    assert fed.modeled == pytest.approx(without + added, abs=0.06)
+
+
+def test_table1_times_are_the_authors_timing():
+    """Table 1's time rows time PruneTrain as the authors' scripts did (timing=authors: the
+    penalty's forward left out of each step); a pruned run so timed is shorter than its wall
+    time, and the two differ by the penalty's forward kernels alone."""
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import lasso_trajectory, simulate_run
+    from sim.workload import load_workload
+    assert v._pt_method(0.2, 10).get("timing") == "authors"
+    w = load_workload("resnet32")
+    cl = load_cluster(v.CIFAR_GPU).with_devices(1)
+    tr = lasso_trajectory(w, 0.2, 10, 20, 128)
+    runs = {t: simulate_run(w, cl, v._pt_method(0.2, 10, t), epochs=20, batch=128, trajectory=tr)
+            for t in ("authors", "wall")}
+    a, wall = (runs[t].epochs[-1].iteration for t in ("authors", "wall"))
+    assert a.seconds < wall.seconds and a.ops_seconds < wall.ops_seconds
+    assert a.compute_seconds - a.ops_seconds == pytest.approx(wall.compute_seconds
+                                                              - wall.ops_seconds)

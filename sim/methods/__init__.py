@@ -103,7 +103,10 @@ PARAMS: dict[str, dict[str, tuple[Callable[[str], Any], Any]]] = {
                                                     "sample-channel"), **_FUSED, **_LAYERS},
     # wd: the training's SGD weight decay (None: the authors' for the data set, 5e-4 on CIFAR,
     # 1e-4 on ImageNet; sim.system.lasso_model.authors_weight_decay), an input of the lasso model
-    "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10), "wd": (_weight_decay, None)},
+    # timing: "wall" (the step's whole time) or "authors" (as PruneTrain's scripts time a step:
+    # less the group-lasso penalty's forward, sim.stepops._method_ops)
+    "prunetrain": {"rho": (_rate, 0.2), "interval": (_pos_int, 10), "wd": (_weight_decay, None),
+                   "timing": (_choice("wall", "authors"), "wall")},
     # weight-side 2:4 (sim/methods/weight24.py): FWD only, and transposable masks (FWD + AGBP)
     "w24": dict(_LAYERS),
     "w24t": {**_LAYERS, "search": (_choice("greedy", "exhaustive"), "greedy")},
@@ -115,10 +118,11 @@ TRAJECTORY_MODEL_INPUTS = frozenset({"rho", "interval", "wd"})
 # (param, value) pairs left out of a label: a later-added option at the default that keeps the
 # behaviour the label always named (DBTD / top-k leave FC layers dense; methods run as a separate
 # pass unless fused=true)
-QUIET_DEFAULTS = {("fc", "dense"), ("fused", False), ("layers", "all"), ("wd", None)}
+QUIET_DEFAULTS = {("fc", "dense"), ("fused", False), ("layers", "all"), ("wd", None),
+                  ("timing", "wall")}
 # (param, value) pairs left out of MethodSpec.params altogether: stored records key on the params
 # (method_params), so points computed before fused existed keep their keys
-OMITTED_DEFAULTS = {("fused", False), ("layers", "all"), ("wd", None)}
+OMITTED_DEFAULTS = {("fused", False), ("layers", "all"), ("wd", None), ("timing", "wall")}
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,9 @@ IGNORED_BY: dict[str, dict[str, dict[str, str]]] = {
               **{m: {"fused": _TIME_ONLY} for m in _FUSABLE},
               **{m: {"fused": _TIME_ONLY, "layers": _ONE_TENSOR} for m in _SDGP}},
     # capture records values from real training: where the pass runs changes no value
-    "capture": {**{m: {"fused": _TIME_ONLY} for m in _FUSABLE},
+    "capture": {"prunetrain": {"timing": "how a step is timed changes no value a capture "
+                                         "records"},
+                **{m: {"fused": _TIME_ONLY} for m in _FUSABLE},
                 **{m: {"fused": _TIME_ONLY,
                        "layers": "capture's PyTorch twin prunes the dO of convs only"}
                    for m in _SDGP}},

@@ -327,17 +327,58 @@ def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserv
     return batch
 
 
+def _batch_steps(batch_steps, dynamic_batch, epochs: int) -> dict[int, int]:
+    """A given batch schedule as {epoch: per-device batch}; refused with a dynamic mini-batch
+    (the two would both set the batch) and where an epoch or a batch is out of range."""
+    if not batch_steps:
+        return {}
+    if dynamic_batch:
+        raise ValueError("a given batch schedule (batch_steps) and a dynamic mini-batch "
+                         f"({dynamic_batch!r}) both set the batch: pass one")
+    steps = {}
+    for e, b in batch_steps:
+        if not (0 <= int(e) < epochs) or int(b) < 1 or int(e) in steps:
+            raise ValueError(f"batch schedule step ({e}, {b}): the epoch must be in 0..{epochs - 1} "
+                             "and appear once, the batch at least 1")
+        steps[int(e)] = int(b)
+    return steps
+
+
+def _wgc_skips(workload: Workload, method, notes: list) -> tuple[list[frozenset[str]], bool]:
+    """Which layers skip WGC at each batch of the method's schedule period, and whether they
+    skip the all-reduce too (zero); the method's system-level effect noted in `notes`."""
+    from sim.methods.schedule import applies, paper_schedule
+    info = method_info(method)
+    if info.system_effect == "skip-wgc":
+        table = paper_schedule(method.get("schedule"), len(workload.convs))
+        skip_sets = [frozenset(c.name for i, c in enumerate(workload.convs) if applies(table, i, b))
+                     for b in range(table.shape[1])]
+        if not info.skips_allreduce:
+            notes.append(f"{method.id}: WGC skipped, generated dW still all-reduced; generation "
+                         "cost not charged")
+        return skip_sets, info.skips_allreduce
+    if info.system_effect == "nm-agbp":
+        notes.append(f"{method.id}: AGBP on the engine's n:m sparse tensor cores (nominal density "
+                     "n/m, pruning and compression passes charged); roofline fallback: dense")
+    elif info.system_effect == "not-modelled":
+        notes.append(f"{method.id}: per-layer compute effect not wired at system level; dense "
+                     "layer times and unchanged communication")
+    return [frozenset()], False
+
+
 def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int,
                  trajectory: Trajectory | None = None, dynamic_batch: str | None = None,
-                 engine: str = "auto", samples: int | None = None, framework=None) -> Run:
+                 engine: str = "auto", samples: int | None = None, framework=None,
+                 batch_steps: tuple[tuple[int, int], ...] | None = None) -> Run:
     """Per-epoch simulated time, communication and FLOPs of the whole training step.
 
     method: a MethodSpec. trajectory: widths over epochs (None: dense). dynamic_batch: None,
-    "device" or "relative" (see the module docstring). framework: the framework profile whose
+    "device" or "relative" (see the module docstring). batch_steps: a given per-device batch
+    schedule instead, ((epoch, batch), ...) from each epoch on (`batch` before the first step),
+    e.g. a published one replayed on the model's widths; not with dynamic_batch. framework: the framework profile whose
     non-GEMM kernels, optimizer and per-step overhead the step includes (a name, a path, a
     FrameworkProfile; None: sim.system.timeline.DEFAULT_FRAMEWORK). Distinct (widths, batch)
     pairs are simulated once and reused across epochs."""
-    from sim.methods.schedule import applies, paper_schedule
     samples = samples or DATASET_SAMPLES.get(workload.dataset or "", None)
     if samples is None:
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
@@ -350,6 +391,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     levels = levels_of(cluster)
     notes = []
     capacity = None
+    steps = _batch_steps(batch_steps, dynamic_batch, epochs)
     if dynamic_batch == "device":
         capacity = dev.memory.value
     elif dynamic_batch == "relative":
@@ -357,24 +399,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     if capacity is not None and footprint(workload, batch, act, reserved, over).total > capacity:
         notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the memory "
                      "model; kept anyway")
-    # which layers skip WGC (and, for zero, the all-reduce) at each batch of the schedule period
-    skip_sets: list[frozenset[str]] = [frozenset()]
-    comm_skip = False
-    info = method_info(method)
-    if info.system_effect == "skip-wgc":
-        table = paper_schedule(method.get("schedule"), len(workload.convs))
-        skip_sets = [frozenset(c.name for i, c in enumerate(workload.convs) if applies(table, i, b))
-                     for b in range(table.shape[1])]
-        comm_skip = info.skips_allreduce
-        if not comm_skip:
-            notes.append(f"{method.id}: WGC skipped, generated dW still all-reduced; generation "
-                         "cost not charged")
-    elif info.system_effect == "nm-agbp":
-        notes.append(f"{method.id}: AGBP on the engine's n:m sparse tensor cores (nominal density "
-                     "n/m, pruning and compression passes charged); roofline fallback: dense")
-    elif info.system_effect == "not-modelled":
-        notes.append(f"{method.id}: per-layer compute effect not wired at system level; dense "
-                     "layer times and unchanged communication")
+    skip_sets, comm_skip = _wgc_skips(workload, method, notes)
     cache: dict = {}
 
     def stats(widths: dict, w: Workload, b: int):
@@ -411,6 +436,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         w = apply_widths(workload, widths)
         if capacity is not None and widths != last_widths and e > 0:
             b = _grow_batch(w, b, capacity, act, reserved, samples // nd, over)
+        b = steps.get(e, b)
         last_widths = widths
         st = stats(widths, w, b)
         source = st["source"]
@@ -422,7 +448,10 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         out.append(Epoch(e, b, b / batch, n_full + (1 if rem_b else 0), st["first"], tot("seconds"),
                          int(round(tot("comm_bytes"))), tot("comm_seconds"), tot("exposed"),
                          tot("flops"), tot("macs"), st["params"], st["memory"]))
-    if dynamic_batch:
+    if steps:
+        notes.append("batch schedule given: " + ", ".join(f"{b} from epoch {e}"
+                                                           for e, b in sorted(steps.items())))
+    if dynamic_batch or steps:
         notes.append("learning rate scaled by batch / initial batch (lr_scale), as PruneTrain does")
     return Run(method.label, workload.name, cluster.devices, source,
                trajectory.source if trajectory else "dense (no trajectory)", tuple(out), tuple(notes),
