@@ -831,6 +831,9 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
     if model_tr is not None:
         yield from _c_no_death_rows(label, w, rho, interval, epochs, batch, classes, ptimes, runs,
                                     one, model_tr)
+    if classes == 1000:
+        yield from _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes,
+                                         runs, one, model_tr)
     for cname, ptime in ptimes.items():
         cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
         d, model_p = runs[cname]
@@ -845,6 +848,62 @@ def _c_budget_rows(label, w, rho, interval, epochs, batch, classes, pf, ptimes, 
                        f"{100 * (rt - ptime):+.1f} points remain (the engine's FLOPs -> time "
                        f"share); the trajectory's share is the difference, "
                        f"{100 * (model_rt - rt):+.1f} points")
+
+
+def _authors_shaped(w, final: dict, model_tr, epochs: int, interval: int, s: float):
+    """A trajectory from dense to the authors' final network `final`: each layer's widths move
+    linearly with p(e)^s, p(e) the model trajectory's share of its own final MAC cut reached by
+    epoch e (its time course), s > 1 later, s < 1 sooner; the last epoch is `final`."""
+    from sim.system.prunetrain import apply_widths
+    from sim.system.trajectory import Trajectory
+    cut = 1 - apply_widths(w, model_tr.widths_at(epochs - 1)).macs() / w.macs()
+    pts = []
+    for e in range(0, epochs, interval):
+        p = 1.0 if e + interval >= epochs else min(1.0, max(0.0, (
+            1 - apply_widths(w, model_tr.widths_at(e)).macs() / w.macs()) / cut)) ** s
+        pts.append((e, tuple((x.name, round(x.c_in - p * (x.c_in - final[x.name][0])),
+                              round(x.c_out - p * (x.c_out - final[x.name][1])))
+                             for x in w.layers if x.name in final)))
+    return Trajectory(tuple(pts), f"the authors' final network, the model's time course ^{s:.2f}")
+
+
+def _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes, runs, one,
+                          model_tr) -> Iterator[Row]:
+    """Error budget, the network's shape: the engine fed the published training FLOPs in the
+    shape of the authors' own final network of this rho (_authors_shaped, its time course
+    stretched until the training FLOPs are the published ones). Only where that network's
+    inference FLOPs are within 15 % of the published ones: otherwise it is not this row's input."""
+    from sim.system.prunetrain import apply_widths, load_trajectory, simulate_run
+    f = AUTHORS_DIR / f"resnet50-imagenet-0{round(10 * rho)}.yaml"
+    pinf = next(r[9] for r in PUB_C_TABLE1 if r[0] == label)
+    if model_tr is None or abs(10 * rho - round(10 * rho)) > 1e-9 or not f.is_file():
+        return
+    final = load_trajectory(f, w).widths_at(0)
+    inf = apply_widths(w, final).macs() / w.macs()
+    if abs(inf / pinf - 1) > 0.15:
+        return
+    lo, hi = math.log(1 / 16), math.log(16)
+    for _ in range(20):
+        mid = 0.5 * (lo + hi)
+        fr = _train_flops_frac(w, _authors_shaped(w, final, model_tr, epochs, interval,
+                                                  math.exp(mid)), epochs, batch)
+        lo, hi = (mid, hi) if fr < pf else (lo, mid)
+    tr = _authors_shaped(w, final, model_tr, epochs, interval, math.exp(hi))
+    fr = _train_flops_frac(w, tr, epochs, batch)
+    for cname, ptime in ptimes.items():
+        d, model_p = runs[cname]
+        p = simulate_run(w, one[cname].with_devices(4), _pt_method(rho, interval), epochs=epochs,
+                         batch=batch, trajectory=tr)
+        rt = p.train_seconds / d.train_seconds
+        yield Row("C", f"{label}: training time vs dense, engine fed the published training "
+                  f"FLOPs ({100 * pf:.0f} %) in the shape of the authors' network "
+                  f"({f.stem}), {cname}", ptime * 100, 100 * rt, "%",
+                  f"{f.relative_to(AUTHORS_DIR.parents[2])} / {cname} / {tr.source}",
+                  note=f"error budget: training FLOPs {100 * fr:.1f} %, final network "
+                       f"{100 * inf:.1f} % of the MACs (published inference {100 * pinf:.0f} %); "
+                       f"the model's own trajectory: "
+                       f"{100 * model_p.train_seconds / d.train_seconds:.1f} %; what is left "
+                       f"here, {100 * (rt - ptime):+.1f} points, is the engine's")
 
 
 def _c_block_death_rows() -> Iterator[Row]:
@@ -1351,6 +1410,7 @@ def _c_authors_rows() -> Iterator[Row]:
     yield from _c_authors_level_rows()
     yield from _c_classifier_floor_rows()
     yield from _c_authors_imagenet_keep_rows()
+    yield from _c_authors_imagenet_step_rows()
     yield from _c_memory_rows()
     from sim.system.cluster import load_cluster
     from sim.system.timeline import resolve_framework
@@ -1438,6 +1498,46 @@ def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
                            "naming, epoch not recorded): the residual nodes' task term (kappa, "
                            "fitted on 2- to 20-class runs) extrapolated to 1000 classes keeps "
                            "far more of them")
+
+
+def _c_authors_imagenet_step_rows() -> Iterator[Row]:
+    """Error budget of the ImageNet time rows: one training step of the authors' final network
+    against the model's final network at the same setting, both as plain networks (no penalty),
+    on each Table 1 GPU. At about the same MACs a network that cuts its residual nodes (the
+    authors') moves far fewer BN / ReLU / add bytes than one that keeps them (the model's)."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import apply_widths, load_trajectory
+    from sim.system.timeline import layer_times
+    from sim.workload import load_workload
+    w = load_workload("resnet50-imagenet")
+    dm = parse_method("dense")
+    for cname in (IMAGENET_GPU, "prunetrain-v100-128"):
+        cl = load_cluster(cname)
+
+        def step(net):
+            t = layer_times(net, 64, cl.device, cl.training, "auto", dm, None)
+            ops = sum(x.fwd_ops + x.bwd_ops for x in t.layers)
+            gemm = sum(x.fwd + x.agbp + x.wgc for x in t.layers)
+            return gemm + ops + t.optimizer + t.step_overhead, gemm, ops
+        d = step(w)
+        for tag in ("01", "02"):
+            f = AUTHORS_DIR / f"resnet50-imagenet-{tag}.yaml"
+            nets = {"authors'": apply_widths(w, load_trajectory(f, w).widths_at(0)),
+                    "model's": apply_widths(w, _authors_model_network(f))}
+            r = {k: [x / y for x, y in zip(step(n), d)] + [n.macs() / w.macs()]
+                 for k, n in nets.items()}
+            per_mac = {k: v[0] / v[3] for k, v in r.items()}
+            yield Row("C", f"ImageNet ResNet-50: one step of the final network vs dense, the "
+                      f"authors' resnet50_flat_{tag} vs the model's at rho 0.{tag[1]}, {cname}",
+                      round(100 * r["authors'"][0], 1), 100 * r["model's"][0], "%",
+                      f"{f.relative_to(AUTHORS_DIR.parents[2])} / {cname} / batch 64, no "
+                      "penalty", status="input",
+                      note="error budget, the network's shape: " + "; ".join(
+                          f"{k} {100 * v[3]:.1f} % of the MACs, GEMMs {100 * v[1]:.1f} %, "
+                          f"BN/ReLU/add/pool kernels {100 * v[2]:.1f} % of dense"
+                          for k, v in r.items()) + "; time per MAC (vs dense): "
+                      + ", ".join(f"the {k} {v:.2f}" for k, v in per_mac.items()))
 
 
 def _authors_setting(f: Path) -> tuple | None:
@@ -1594,18 +1694,21 @@ def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
             if g not in dense_at:
                 dense_at[g] = simulate_run(w, cl, dense_m, epochs=90, batch=64)
             d = dense_at[g]
-            sav = {}
-            for dyn in (None, "relative"):
+            sav, grown = {}, {}
+            for dyn in (None, "relative", "device"):
                 p = simulate_run(w, cl, pt_m, epochs=90, batch=64, trajectory=tr, dynamic_batch=dyn)
                 sav[dyn] = (1 - p.comm_seconds / d.comm_seconds,
                             1 - p.comm_bytes / d.comm_bytes)
+                grown[dyn] = _batch_steps_text(p)
+            pct = lambda i: " / ".join(f"{100 * sav[k][i]:.1f}%" for k in sav)  # noqa: E731
             yield Row("C", f"communication saving vs dense, {g} GPUs, rho={rho} (no dynamic batch "
-                      "/ with)", "about the same at every scale",
-                      f"{100 * sav[None][0]:.1f}% / {100 * sav['relative'][0]:.1f}%", "time",
+                      "/ with it, relative capacity / device capacity)",
+                      "about the same at every scale", pct(0), "time",
                       f"prunetrain-v100-128 cut to {g} GPUs (x{g // 4} nodes) / resnet50-imagenet "
                       "90 epochs b64", status="qualitative",
-                      note=f"all-reduce bytes saving {100 * sav[None][1]:.1f}% / "
-                           f"{100 * sav['relative'][1]:.1f}% (dynamic batch: fewer iterations)")
+                      note=f"all-reduce bytes saving {pct(1)} (dynamic batch: fewer iterations); "
+                           f"per-device batch, relative: {grown['relative']}; device: "
+                           f"{grown['device']}")
 
 
 # ---- D accuracy (inputs of TTA studies, not model outputs) ---------------------------------

@@ -133,7 +133,10 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
         assert len(pts) == 4 and all(a[1] > b[1] for a, b in zip(pts, pts[1:])), arch
     rows = list(_c_authors_rows())
     mem = [r for r in rows if "peak training memory" in r.what]
-    assert [r.status for r in rows if r not in mem] == ["input"] * 32
+    assert [r.status for r in rows if r not in mem] == ["input"] * 36
+    # one step of each authors' ImageNet network against the model's, per Table 1 GPU
+    steps = [r for r in rows if "one step of the final network" in r.what]
+    assert len(steps) == 4 and all(0.5 < r.published / 100 < 1 for r in steps)
     assert all(isinstance(r.modeled, float) for r in rows)
     # the memory model with the measured activation overhead against the bundled measurement
     assert len(mem) == 6 and all(r.status == "ok" and r.unit == "GiB" for r in mem)
@@ -195,3 +198,19 @@ def test_table1_times_are_the_authors_timing():
     assert a.seconds < wall.seconds and a.ops_seconds < wall.ops_seconds
     assert a.compute_seconds - a.ops_seconds == pytest.approx(wall.compute_seconds
                                                               - wall.ops_seconds)
+
+
+def test_authors_shaped_trajectory_runs_from_dense_to_their_network():
+    """The error budget's trajectory in the shape of the authors' ImageNet network: dense before
+    the model's first cut, their network at the end, and a larger exponent s prunes later (more
+    training FLOPs), which is what the rows bisect on."""
+    from sim.system.prunetrain import apply_widths, lasso_trajectory, load_trajectory
+    from sim.workload import load_workload
+    w = load_workload("resnet50-imagenet")
+    final = load_trajectory(v.AUTHORS_DIR / "resnet50-imagenet-02.yaml", w).widths_at(0)
+    model = lasso_trajectory(w, 0.2, 5, 90, 256)
+    early, late = (v._authors_shaped(w, final, model, 90, 5, s) for s in (0.5, 4.0))
+    assert early.widths_at(0) == {x.name: (x.c_in, x.c_out) for x in w.layers}
+    assert early.widths_at(89) == late.widths_at(89) == final
+    assert v._train_flops_frac(w, early, 90, 64) < v._train_flops_frac(w, late, 90, 64)
+    assert apply_widths(w, late.widths_at(10)).macs() > apply_widths(w, early.widths_at(10)).macs()
