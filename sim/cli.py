@@ -289,6 +289,10 @@ def _add_train_command(sub) -> None:
     p.add_argument("--epochs", type=_ranged("epochs"), default=None)
     p.add_argument("--train-samples", type=_ranged("train_samples"), default=None,
                    help="training-set size (default: the trace's provenance, else the dataset's)")
+    p.add_argument("--batch-steps", default=None, metavar="EPOCH:BATCH,...",
+                   help="a given per-device batch schedule for the method's run, e.g. "
+                        "10:96,30:128 (a published one; --batch before the first step); with "
+                        "prunetrain it replaces the dynamic mini-batch's memory rule")
     p.add_argument("--max-global-batch", type=_ranged("global_batch"), default=None,
                    help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
                         "larger caps warn)")

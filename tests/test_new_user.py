@@ -229,3 +229,25 @@ def test_prunetrain_dynamic_batch_split_and_cap(capsys):
     rc = main(["train", "--workload", "resnet32", "--cluster", "dgx-a100-hdr", "--gpus", "16",
                "--max-global-batch", "4096"])
     assert rc == 2 and "--max-global-batch" in capsys.readouterr().err
+
+
+def test_train_replays_a_given_batch_schedule(capsys):
+    """--batch-steps: the method's run takes the given per-device batches (a published schedule);
+    with prunetrain it replaces the memory rule in the split; a step the device cannot hold or a
+    malformed one is one line naming --batch-steps."""
+    base = ["train", "--workload", "resnet32", "--cluster", "gtx1080ti-11gb", "--gpus", "1",
+            "--epochs", "20", "--batch", "64", "--roofline", "--json"]
+
+    def run(*extra):
+        assert main(base + list(extra)) == 0
+        return json.loads(capsys.readouterr().out)
+    plain, stepped = run(), run("--batch-steps", "5:96,10:128")
+    assert [e["batch"] for e in stepped["method"]["per_epoch"]][4:11] == [64] + [96] * 5 + [128]
+    assert stepped["method"]["train_seconds"] != plain["method"]["train_seconds"]
+    pt = run("--method", "prunetrain", "--batch-steps", "10:96")
+    assert {e["batch"] for e in pt["method"]["per_epoch"]} == {64, 96}
+    assert pt["prunetrain_split"]["batch_growth"] > 1
+    for bad in ("10:96,x", "25:96", "5:100000"):
+        rc = main(base + ["--batch-steps", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and "--batch-steps" in err[0], bad

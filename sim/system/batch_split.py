@@ -33,8 +33,9 @@ def capped_run(grown, fixed_at_cap, cap: int, initial: int):
 
 def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajectory, samples: int,
                      max_global_batch: int | None = None, dense=None,
-                     engine: str = "auto", framework=None) -> dict:
-    """The capped PruneTrain run with dynamic mini-batch, and its speedup split (module doc)."""
+                     engine: str = "auto", framework=None, batch_steps=None) -> dict:
+    """The capped PruneTrain run with dynamic mini-batch, and its speedup split (module doc).
+    batch_steps: a given schedule ((epoch, batch), ...) in place of the device-memory rule."""
     from sim.methods import parse_method
     from sim.system.prunetrain import simulate_run
     nd = cluster.devices
@@ -46,7 +47,9 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
                         "2017): the accuracy of such a run is not established")
     kw = dict(epochs=epochs, trajectory=trajectory, samples=samples, engine=engine,
               framework=framework)
-    grown = simulate_run(workload, cluster, spec, batch=batch, dynamic_batch="device", **kw)
+    grown = simulate_run(workload, cluster, spec, batch=batch, **kw,
+                         **({"batch_steps": batch_steps} if batch_steps else
+                            {"dynamic_batch": "device"}))
     peak = max(e.batch for e in grown.epochs)
     cap = max(batch, batch + BATCH_STEP * ((cap_global // nd - batch) // BATCH_STEP))
     run = grown

@@ -70,6 +70,35 @@ def framework_arg(name):
         raise ConfigError(None, "--framework", str(e)) from None
 
 
+def batch_steps_arg(text: str | None, epochs: int, batch: int, w, cl, traj, overhead: float):
+    """--batch-steps "EPOCH:BATCH,...": ((epoch, batch), ...) in epoch order, each epoch in the
+    run and each batch one the device holds with the network of that epoch (memory model); one
+    line naming --batch-steps otherwise."""
+    from sim.system.memory import footprint
+    from sim.system.prunetrain import apply_widths
+    if text is None:
+        return None
+    steps = {}
+    for part in text.split(","):
+        e, colon, b = part.strip().partition(":")
+        try:
+            e, b = int(e), int(b)
+        except ValueError:
+            e = b = None
+        if not colon or e is None or not 0 <= e < epochs or b < 1 or e in steps:
+            raise ConfigError(None, "--batch-steps", f"{part.strip()!r}: expected EPOCH:BATCH with "
+                              f"EPOCH in 0..{epochs - 1}, once each, and BATCH >= 1")
+        net = apply_widths(w, traj.widths_at(e)) if traj else w
+        need = footprint(net, b, int(cl.training.activation_bytes.value),
+                         int(cl.device.reserved.value), overhead).total
+        if need > cl.device.memory.value:
+            raise ConfigError(None, "--batch-steps", f"batch {b} at epoch {e} needs "
+                              f"{need / 1e9:,.1f} GB per device by the memory model; {cl.name}'s "
+                              f"device has {cl.device.memory.value / 1e9:g} GB")
+        steps[e] = b
+    return tuple(sorted(steps.items())) or None
+
+
 def build_runs(args):
     from sim.methods import (TRAJECTORY_MODEL_INPUTS, method_info, parse_combination,
                              parse_method, refuse_unused)
@@ -125,6 +154,8 @@ def build_runs(args):
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
     engine = "roofline" if getattr(args, "roofline", False) else "auto"
+    steps = batch_steps_arg(getattr(args, "batch_steps", None), epochs, batch, w, cl, traj,
+                            fw.activation_overhead)
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
                          engine=engine, framework=fw)
     if dyn == "device":
@@ -132,14 +163,15 @@ def build_runs(args):
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
             max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine,
-            framework=fw)
+            framework=fw, batch_steps=steps)
         run = args.prunetrain_split["run"]
     elif getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
                           "(its dynamic mini-batch)")
     else:
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
-                           dynamic_batch=dyn, samples=samples, engine=engine, framework=fw)
+                           dynamic_batch=dyn, samples=samples, engine=engine, framework=fw,
+                           batch_steps=steps)
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
     return w, cl, spec, run, dense
@@ -207,7 +239,8 @@ def cmd_train(args) -> int:
         if len(batches) > 1:
             changes = [f"{e.batch} (epoch {e.epoch})" for i, e in enumerate(r.epochs)
                        if i == 0 or e.batch != r.epochs[i - 1].batch]
-            print("  dynamic mini-batch: " + " -> ".join(changes) + "; lr scaled with the batch")
+            print(("  batch steps given: " if getattr(args, "batch_steps", None) else
+                   "  dynamic mini-batch: ") + " -> ".join(changes) + "; lr scaled with the batch")
         if e0.iteration.skipped_bytes:
             print(f"  zero approximation: WGC and all-reduce skipped for "
                   f"{e0.iteration.skipped_bytes / 1e6:.2f} MB of gradients on the first batch of "
