@@ -562,11 +562,14 @@ def _method_ops(e: _Emit, wl: Workload, batch: int, method: Any) -> list[StreamO
                                 g * wb, 2 * g * l.weight_count, 2 * g, l.weight_count,
                                 "PruneTrain group-lasso norms: pow, sum per grouping (the "
                                 "authors' _get_group_lasso)", wb, wb))
-        # backward per grouping: d/dw = w / norm (read w, write), then added into dW (read 2,
-        # write); 3 launches per grouping (estimate)
-        out.append(StreamOp(l.name, "group-lasso", "bwd-ops", "group-lasso-bwd", 3 * g * wb,
-                            2 * g * wb, 3 * g * l.weight_count, 3 * g, l.weight_count,
-                            "PruneTrain group-lasso gradient added to dW (estimate)", 2 * wb, wb))
+        # backward per grouping, autograd of w.pow(2).sum(dim): the sum's backward expands a
+        # view (no kernel); pow_backward is grad * (2 * w.pow(1)), 3 kernels over w's size
+        # (read 3, write 3); then one add of the result into the layer's other gradient (read 2,
+        # write 1): the other grouping's, or the WGC's dW
+        out.append(StreamOp(l.name, "group-lasso", "bwd-ops", "group-lasso-bwd", 5 * g * wb,
+                            4 * g * wb, 4 * g * l.weight_count, 4 * g, l.weight_count,
+                            "PruneTrain group-lasso gradient added to dW (PyTorch's pow_backward "
+                            "per grouping, then an add)", 2 * wb, wb))
     if fwd:
         # then over all groups at once: two cat, add(1e-8), sqrt, sum, the in + out sum and the
         # product with lambda: 9 launches over one value per group (bytes negligible)
