@@ -39,21 +39,22 @@ STEP_PHASES = ("fwd-ops", "bwd-ops", "optimizer", "framework")
 
 
 def step_kernels(engine: Engine, workload, batch: int, profile, *, method=None,
-                 threads: int = 1) -> dict[str, list[KernelResult]]:
+                 threads: int = 1, dtype_bytes: int | None = None) -> dict[str, list[KernelResult]]:
     """The non-GEMM kernels of one training step on one engine, per STEP_PHASES.
 
     The workload's non-GEMM ops (sim.stepops: BN, ReLU, pooling, adds, the loss, the optimizer)
     as the framework profile runs them, each timed by the engine's streaming model, plus the
     profile's fixed per-step overhead. A profile with `step_ops: none` gives empty phases (the
     GEMMs-only step of earlier versions). `method` (a MethodSpec) adds the work a method puts
-    into the step itself (PruneTrain's group lasso).
+    into the step itself (PruneTrain's group lasso). dtype_bytes: bytes per activation element
+    (a cluster's training precision); None: the engine's own (its default GEMM dtype's).
     """
     from sim.stepops import step_ops
     out: dict[str, list[KernelResult]] = {ph: [] for ph in STEP_PHASES}
     if profile is None:
         return out
-    ops = step_ops(workload, batch, profile=profile, dtype_bytes=engine.step_dtype_bytes(),
-                   method=method)
+    ops = step_ops(workload, batch, profile=profile,
+                   dtype_bytes=dtype_bytes or engine.step_dtype_bytes(), method=method)
     for op in ops:
         out[op.phase].append(engine.stream(op, profile.launch_overhead, threads))
     if profile.step_overhead > 0:

@@ -150,3 +150,26 @@ def test_train_unknown_framework_is_one_line(capsys):
                "--framework", "nosuch"])
     err = capsys.readouterr().err.strip()
     assert rc != 0 and "\n" not in err and "--framework" in err and "nosuch" in err
+
+
+def test_the_steps_ops_move_the_trainings_bytes_not_the_engines_default():
+    """fp32 training on a tensor-core GPU (the V100 of prunetrain-v100-128: its engine's default
+    dtype is fp16) moves 4 bytes per activation in BN / ReLU / add, as its GEMMs run fp32: the
+    non-GEMM kernels follow the cluster's activation_bytes, and at twice the bytes they take
+    longer (bandwidth-bound at full-size tensors) but never beat the HBM's peak."""
+    from dataclasses import replace
+
+    from sim.driver import engine_for
+    from sim.hwconfig import load_hwconfig
+    from sim.stepops import step_ops
+    from sim.system.timeline import resolve_framework
+    cl = load_cluster("prunetrain-v100-128")
+    assert engine_for(load_hwconfig(cl.device.hwconfig)).step_dtype_bytes() == 2
+    w = load_workload("resnet50-imagenet")
+    fp32 = layer_times(w, 64, cl.device, cl.training)
+    half = replace(cl.training, activation_bytes=replace(cl.training.activation_bytes, value=2.0))
+    fp16 = layer_times(w, 64, cl.device, half)
+    assert fp32.ops_seconds > 1.5 * fp16.ops_seconds
+    moved = sum(o.bytes for o in step_ops(w, 64, profile=resolve_framework(None), dtype_bytes=4)
+                if o.phase != "optimizer")
+    assert moved / fp32.ops_seconds <= cl.device.mem_bandwidth.value

@@ -163,7 +163,7 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
                                      device.mem_bandwidth.value)
         src = ROOFLINE_ASKED if engine == "roofline" else ROOFLINE_NO_HW
     else:
-        ops = _engine_step_seconds(device.hwconfig, workload, batch, profile, method)
+        ops = _engine_step_seconds(device.hwconfig, workload, batch, profile, method, dt)
         src = f"engine:{'tensorcore' if hw.kind == 'gpu' else hw.kind} ({device.hwconfig}, {dtype})"
     return Timing(_entries(workload, gemm, ops), src, ops["optimizer"], ops["framework"],
                   profile.name)
@@ -207,12 +207,16 @@ def _step_key(workload: Workload, batch: int, profile, method) -> tuple:
             batch, profile.checksum, profile.path, getattr(method, "label", None))
 
 
-def _engine_step_seconds(hw_name: str, workload: Workload, batch: int, profile, method) -> dict:
-    """The step's non-GEMM kernels on the device's engine (sim.driver.step_kernels), memoized."""
-    key = ("engine", hw_name) + _step_key(workload, batch, profile, method)
+def _engine_step_seconds(hw_name: str, workload: Workload, batch: int, profile, method,
+                         dtype_bytes: int) -> dict:
+    """The step's non-GEMM kernels on the device's engine (sim.driver.step_kernels), memoized;
+    their tensors at the training's bytes per activation (the cluster's activation_bytes, as the
+    GEMMs' dtype), not the engine's default: fp32 training on a tensor-core GPU moves 4 bytes."""
+    key = ("engine", hw_name, dtype_bytes) + _step_key(workload, batch, profile, method)
     if key not in _STEP_CACHE:
         from sim.driver import engine_for, step_kernels
-        ks = step_kernels(engine_for(_load_hw(hw_name)), workload, batch, profile, method=method)
+        ks = step_kernels(engine_for(_load_hw(hw_name)), workload, batch, profile, method=method,
+                          dtype_bytes=dtype_bytes)
         if len(_STEP_CACHE) > 4096:
             _STEP_CACHE.clear()
         _STEP_CACHE[key] = _by_layer((ph, k.layer, k.seconds) for ph, kl in ks.items() for k in kl)
