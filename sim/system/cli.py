@@ -26,6 +26,18 @@ def _workload_and_defaults(name: str):
     return load_workload(name), {}
 
 
+def check_fits(cl, net, batch: int, overhead: float, field: str, what: str) -> None:
+    """One error line naming `field` where `net` at `batch` exceeds the cluster's device memory
+    by the memory model (sim.system.memory.footprint)."""
+    from sim.system.memory import footprint
+    need = footprint(net, batch, int(cl.training.activation_bytes.value),
+                     int(cl.device.reserved.value), overhead).total
+    if need > cl.device.memory.value:
+        raise ConfigError(None, field, f"{what} needs {need / 1e9:,.1f} GB per device by the "
+                          f"memory model; {cl.name}'s device has "
+                          f"{cl.device.memory.value / 1e9:g} GB")
+
+
 def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int,
                   overhead: float = 0.0) -> None:
     """Refuse before any work: a device hwconfig that does not load (unless --roofline asks for the
@@ -35,7 +47,6 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int,
     from sim.errors import PrunesimError
     from sim.hwconfig import load_hwconfig
     from sim.limits import check_budget
-    from sim.system.memory import footprint
     if not getattr(args, "roofline", False):
         try:
             load_hwconfig(cl.device.hwconfig)
@@ -45,12 +56,7 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int,
                               f"({e}); --roofline times layers with the roofline model instead") \
                 from None
     if args.batch:
-        need = footprint(w, batch, int(cl.training.activation_bytes.value),
-                         int(cl.device.reserved.value), overhead).total
-        if need > cl.device.memory.value:
-            raise ConfigError(None, "--batch", f"batch {batch} of {w.name} needs {need / 1e9:,.1f} GB "
-                              f"per device by the memory model; {cl.name}'s device has "
-                              f"{cl.device.memory.value / 1e9:g} GB")
+        check_fits(cl, w, batch, overhead, "--batch", f"batch {batch} of {w.name}")
     if samples:
         per_epoch = math.ceil(samples / (batch * cl.devices))
         check_budget("train_iterations", epochs * per_epoch, None, "--epochs",
@@ -70,11 +76,10 @@ def framework_arg(name):
         raise ConfigError(None, "--framework", str(e)) from None
 
 
-def batch_steps_arg(text: str | None, epochs: int, batch: int, w, cl, traj, overhead: float):
+def batch_steps_arg(text: str | None, epochs: int, w, cl, traj, overhead: float):
     """--batch-steps "EPOCH:BATCH,...": ((epoch, batch), ...) in epoch order, each epoch in the
     run and each batch one the device holds with the network of that epoch (memory model); one
     line naming --batch-steps otherwise."""
-    from sim.system.memory import footprint
     from sim.system.prunetrain import apply_widths
     if text is None:
         return None
@@ -88,13 +93,8 @@ def batch_steps_arg(text: str | None, epochs: int, batch: int, w, cl, traj, over
         if not colon or e is None or not 0 <= e < epochs or b < 1 or e in steps:
             raise ConfigError(None, "--batch-steps", f"{part.strip()!r}: expected EPOCH:BATCH with "
                               f"EPOCH in 0..{epochs - 1}, once each, and BATCH >= 1")
-        net = apply_widths(w, traj.widths_at(e)) if traj else w
-        need = footprint(net, b, int(cl.training.activation_bytes.value),
-                         int(cl.device.reserved.value), overhead).total
-        if need > cl.device.memory.value:
-            raise ConfigError(None, "--batch-steps", f"batch {b} at epoch {e} needs "
-                              f"{need / 1e9:,.1f} GB per device by the memory model; {cl.name}'s "
-                              f"device has {cl.device.memory.value / 1e9:g} GB")
+        check_fits(cl, apply_widths(w, traj.widths_at(e)) if traj else w, b, overhead,
+                   "--batch-steps", f"batch {b} at epoch {e}")
         steps[e] = b
     return tuple(sorted(steps.items())) or None
 
@@ -154,7 +154,7 @@ def build_runs(args):
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
     engine = "roofline" if getattr(args, "roofline", False) else "auto"
-    steps = batch_steps_arg(getattr(args, "batch_steps", None), epochs, batch, w, cl, traj,
+    steps = batch_steps_arg(getattr(args, "batch_steps", None), epochs, w, cl, traj,
                             fw.activation_overhead)
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
                          engine=engine, framework=fw)
