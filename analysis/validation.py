@@ -113,6 +113,8 @@ PUB_C_TABLE4 = [("CIFAR-100 ResNet-50", "resnet50-bt-cifar", 100, 0.2, 182, 10, 
                  {CIFAR_GPU: (0.34, 0.43)}),
                 ("ImageNet ResNet-50", "resnet50-imagenet", 1000, 0.25, 90, 5, 64,
                  {IMAGENET_GPU: (0.29, 0.34), "prunetrain-v100-128": (0.34, 0.39)})]
+# ImageNet ResNet-50's batch-norm off-chip traffic vs dense, % by rho
+PUB_C_BN_TRAFFIC = {0.25: -37.0, 0.2: -33.0, 0.1: -5.0}
 C_SCALES = (16, 32, 64, 128, 256)
 # VALIDATION.md D
 PUB_D_AGBP_SHARE = [("resnet18-imagenet", 256, 33.17), ("resnet9", 512, 33.31)]
@@ -769,8 +771,7 @@ def _c_v100_rows(label: str, w, tr, epochs: int, saving: dict) -> Iterator[Row]:
               note="; ".join(parts))
     dense_bn = _bn_bytes(w, 64)
     ratios = [_bn_bytes(apply_widths(w, tr.widths_at(e)), 64) / dense_bn for e in range(epochs)]
-    rho = label.rsplit("rho=", 1)[-1]
-    pub = {"0.25": -37.0, "0.20": -33.0, "0.10": -5.0}.get(rho)
+    pub = PUB_C_BN_TRAFFIC.get(float(label.rsplit("rho=", 1)[-1]))
     yield Row("C", f"{label}: batch-norm off-chip traffic vs dense", pub,
               100 * (sum(ratios) / len(ratios) - 1), "%", "bytes of the BN StreamOps "
               "(sim.stepops, pytorch-eager), mean over the 90 epochs' widths",
@@ -897,7 +898,7 @@ def _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes, ru
         lo, hi = (mid, hi) if fr < pf else (lo, mid)
     tr = _authors_shaped(w, final, model_tr, epochs, interval, math.exp(hi))
     fr = _train_flops_frac(w, tr, epochs, batch)
-    pub_bn = {0.25: -37.0, 0.2: -33.0, 0.1: -5.0}.get(rho)
+    pub_bn = PUB_C_BN_TRAFFIC.get(rho)
     if pub_bn is not None:
         dense_bn = _bn_bytes(w, 64)
         bn = [_bn_bytes(apply_widths(w, tr.widths_at(e)), 64) / dense_bn for e in range(epochs)]

@@ -338,8 +338,8 @@ def _batch_steps(batch_steps, dynamic_batch, epochs: int) -> dict[int, int]:
     steps = {}
     for e, b in batch_steps:
         if not (0 <= int(e) < epochs) or int(b) < 1 or int(e) in steps:
-            raise ValueError(f"batch schedule step ({e}, {b}): the epoch must be in 0..{epochs - 1} "
-                             "and appear once, the batch at least 1")
+            raise ValueError(f"batch schedule step ({e}, {b}): the epoch must be in "
+                             f"0..{epochs - 1} and appear once, the batch at least 1")
         steps[int(e)] = int(b)
     return steps
 
@@ -375,8 +375,9 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     method: a MethodSpec. trajectory: widths over epochs (None: dense). dynamic_batch: None,
     "device" or "relative" (see the module docstring). batch_steps: a given per-device batch
     schedule instead, ((epoch, batch), ...) from each epoch on (`batch` before the first step),
-    e.g. a published one replayed on the model's widths; not with dynamic_batch. framework: the framework profile whose
-    non-GEMM kernels, optimizer and per-step overhead the step includes (a name, a path, a
+    e.g. a published one replayed on the model's widths; not with dynamic_batch, and not checked
+    against the memory (`train --batch-steps` checks it). framework: the framework profile
+    whose non-GEMM kernels, optimizer and per-step overhead the step includes (a name, a path, a
     FrameworkProfile; None: sim.system.timeline.DEFAULT_FRAMEWORK). Distinct (widths, batch)
     pairs are simulated once and reused across epochs."""
     samples = samples or DATASET_SAMPLES.get(workload.dataset or "", None)
