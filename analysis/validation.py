@@ -909,6 +909,16 @@ def _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes, ru
                   note=f"error budget: final network {100 * (bn[-1] - 1):+.1f} %; the model's "
                        "shape keeps the residual nodes, whose BN layers carry most of the bytes",
                   points=True)
+    sched = next(b[7] for b in PUB_C_BATCH if b[2] == 1000)
+    grown = {mode: _batch_steps_text(simulate_run(
+        w, one[IMAGENET_GPU], _pt_method(rho, interval), epochs=epochs, batch=batch,
+        trajectory=tr, dynamic_batch=mode)) for mode in ("relative", "device")}
+    yield Row("C", f"{label}: dynamic mini-batch, memory model fed the published training FLOPs "
+              f"in the shape of the authors' network ({f.stem})", _steps_text(sched),
+              grown["device"], "steps", f"{IMAGENET_GPU} / {tr.source}", status="qualitative",
+              note=f"error budget: device capacity {grown['device']}, relative capacity "
+                   f"{grown['relative']}; the published steps are for 11 GB cards at rho 0.25 "
+                   "(PUB_C_BATCH), a deeper cut than this rho")
     for cname, ptime in ptimes.items():
         d, model_p = runs[cname]
         p = simulate_run(w, one[cname].with_devices(4), _pt_method(rho, interval), epochs=epochs,
