@@ -211,3 +211,17 @@ def test_given_records_only_written_options():
     s = parse_method("prunetrain:rho=0.25")
     assert s.given == ("rho",) and s.get("interval") == 10
     assert s == parse_method("prunetrain:rho=0.25,interval=10")   # equality ignores `given`
+
+
+def test_train_reads_prunetrains_options_in_a_combination(capsys):
+    """`train --method prunetrain:K=V+sdgp-mag`: every PruneTrain option changes the combined
+    run (the channels, their epochs, the step's group-lasso kernels and their timing), as alone."""
+    rc, _, base = _train("prunetrain+sdgp-mag", capsys)
+    assert rc == 0
+    silent = []
+    for k in PARAMS["prunetrain"]:
+        rc, err, r = _train(f"prunetrain:{k}={ALT[k]}+sdgp-mag", capsys)
+        assert rc == 0, (k, err)
+        if r == base:
+            silent.append(k)
+    assert not silent, f"prunetrain options a combination ignores in train: {silent}"

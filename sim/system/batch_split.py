@@ -33,9 +33,10 @@ def capped_run(grown, fixed_at_cap, cap: int, initial: int):
 
 def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajectory, samples: int,
                      max_global_batch: int | None = None, dense=None,
-                     engine: str = "auto", framework=None, batch_steps=None) -> dict:
+                     engine: str = "auto", framework=None, batch_steps=None, plan=None) -> dict:
     """The capped PruneTrain run with dynamic mini-batch, and its speedup split (module doc).
-    batch_steps: a given schedule ((epoch, batch), ...) in place of the device-memory rule."""
+    batch_steps: a given schedule ((epoch, batch), ...) in place of the device-memory rule.
+    plan: PruneTrain's spec where `spec` is a gradient method combined with it (simulate_run)."""
     from sim.methods import parse_method
     from sim.system.prunetrain import simulate_run
     nd = cluster.devices
@@ -46,7 +47,7 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
                         "linear learning-rate scaling is shown to keep accuracy (Goyal et al. "
                         "2017): the accuracy of such a run is not established")
     kw = dict(epochs=epochs, trajectory=trajectory, samples=samples, engine=engine,
-              framework=framework)
+              framework=framework, plan=plan)
     grown = simulate_run(workload, cluster, spec, batch=batch, **kw,
                          **({"batch_steps": batch_steps} if batch_steps else
                             {"dynamic_batch": "device"}))

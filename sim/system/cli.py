@@ -163,7 +163,7 @@ def build_runs(args):
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
             max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine,
-            framework=fw, batch_steps=steps)
+            framework=fw, batch_steps=steps, plan=pt)
         run = args.prunetrain_split["run"]
     elif getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
@@ -171,7 +171,7 @@ def build_runs(args):
     else:
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
                            dynamic_batch=dyn, samples=samples, engine=engine, framework=fw,
-                           batch_steps=steps)
+                           batch_steps=steps, plan=pt)
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
     return w, cl, spec, run, dense

@@ -369,7 +369,7 @@ def _wgc_skips(workload: Workload, method, notes: list) -> tuple[list[frozenset[
 def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int,
                  trajectory: Trajectory | None = None, dynamic_batch: str | None = None,
                  engine: str = "auto", samples: int | None = None, framework=None,
-                 batch_steps: tuple[tuple[int, int], ...] | None = None) -> Run:
+                 batch_steps: tuple[tuple[int, int], ...] | None = None, plan=None) -> Run:
     """Per-epoch simulated time, communication and FLOPs of the whole training step.
 
     method: a MethodSpec. trajectory: widths over epochs (None: dense). dynamic_batch: None,
@@ -379,7 +379,9 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     against the memory (`train --batch-steps` checks it). framework: the framework profile
     whose non-GEMM kernels, optimizer and per-step overhead the step includes (a name, a path, a
     FrameworkProfile; None: sim.system.timeline.DEFAULT_FRAMEWORK). Distinct (widths, batch)
-    pairs are simulated once and reused across epochs."""
+    pairs are simulated once and reused across epochs. plan: PruneTrain's spec where `method` is
+    the gradient method combined with it (`prunetrain+sdgp-mag`): its group-lasso kernels join
+    the step."""
     samples = samples or DATASET_SAMPLES.get(workload.dataset or "", None)
     if samples is None:
         raise ConfigError(workload.origin, "dataset", f"unknown training-set size for dataset "
@@ -401,13 +403,18 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the memory "
                      "model; kept anyway")
     skip_sets, comm_skip = _wgc_skips(workload, method, notes)
+    step_method = (plan, method) if plan is not None and plan != method else method
+    if any(getattr(m, "id", None) == "prunetrain" and m.get("timing") == "authors"
+           for m in (step_method if isinstance(step_method, tuple) else (step_method,))):
+        notes.append("prunetrain timing=authors: each step without the group-lasso penalty's "
+                     "forward, as the paper's scripts timed it (the wall time is longer)")
     cache: dict = {}
 
     def stats(widths: dict, w: Workload, b: int):
         """Mean over the schedule period of one iteration at batch b (memoized)."""
         key = (tuple(sorted(widths.items())), b)
         if key not in cache:
-            timing = layer_times(w, b, dev, tr, engine, method, profile)
+            timing = layer_times(w, b, dev, tr, engine, step_method, profile)
             opt = timing.optimizer
             its = []
             for s in skip_sets:

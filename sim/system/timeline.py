@@ -138,14 +138,15 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
     only when the device names no hwconfig, said in the source), "roofline" (the roofline model by
     choice: `train --roofline`). An engine error (a hwconfig that does not load, a layer the engine
     does not model) propagates as its one-line error: no silent fallback.
-    method: a MethodSpec; SDGP (sdgp-*) prunes AGBP through the nominal n:m result (engine only;
-    the roofline model has no sparse model); PruneTrain adds its group-lasso kernels. Every other
-    method: dense times. framework: a profile (resolve_framework) giving the non-GEMM kernels."""
+    method: a MethodSpec, or a tuple of them (a combination: PruneTrain's plan with a gradient
+    method); SDGP (sdgp-*) prunes AGBP through the nominal n:m result (engine only; the roofline
+    model has no sparse model); PruneTrain adds its group-lasso kernels. Every other method: dense
+    times. framework: a profile (resolve_framework) giving the non-GEMM kernels."""
     profile = resolve_framework(framework)
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
     roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
-    sdgp = method if (method is not None and method.id.startswith("sdgp-")) else None
+    sdgp = next((m for m in _parts(method) if m.id.startswith("sdgp-")), None)
     gb = int(training.grad_bytes.value)
     hw = None if roofline else _load_hw(device.hwconfig)
     gemm = {}
@@ -202,9 +203,16 @@ def _by_layer(pairs) -> dict:
 _STEP_CACHE: dict = {}
 
 
+def _parts(method) -> tuple:
+    """A MethodSpec, a tuple of them or None, as a tuple of MethodSpecs."""
+    if method is None:
+        return ()
+    return tuple(method) if isinstance(method, (list, tuple)) else (method,)
+
+
 def _step_key(workload: Workload, batch: int, profile, method) -> tuple:
     return (workload.name, workload.origin, tuple((l.name, l.c_in, l.c_out) for l in workload.layers),
-            batch, profile.checksum, profile.path, getattr(method, "label", None))
+            batch, profile.checksum, profile.path, "+".join(m.label for m in _parts(method)))
 
 
 def _engine_step_seconds(hw_name: str, workload: Workload, batch: int, profile, method,
