@@ -587,13 +587,22 @@ def training_setup(trace: Trace, cluster, gpus: int | None = None, epochs: int |
 def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: int,
                     samples: int, framework=None) -> list[dict]:
     """The training-level estimate of the trace's workload on a cluster (sim.system), per method:
-    whole-run time and communication at the trace's batch, next to dense (see training_setup)."""
+    whole-run time and communication at the trace's batch, next to dense (see training_setup).
+    A PruneTrain column (Combined) runs on its own trajectory, the one its replayed rows use,
+    with its gradient method on the remaining channels and the group lasso in every step."""
     from sim.system.prunetrain import simulate_run
+
+    def run(m):
+        if isinstance(m, Combined):
+            return simulate_run(w, cluster, m.method, epochs=epochs, batch=trace.batch,
+                                samples=samples, framework=framework,
+                                trajectory=m.trajectory_for(trace), plan=m.plan)
+        return simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch, samples=samples,
+                            framework=framework)
     w = trace.workload
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = {m.label: simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch,
-                                      samples=samples, framework=framework) for m in methods}
+        runs = {m.label: run(m) for m in methods}
     _print_warnings(caught)
     dense = runs["dense"]
     return [{"method": label, "cluster": cluster.name, "devices": cluster.devices,

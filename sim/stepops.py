@@ -522,12 +522,14 @@ def _loss_ops(e: _Emit, wl: Workload, batch: int, profile, shapes) -> tuple[list
     return fwd, bwd
 
 
-def _methods(method: Any) -> list:
+def method_parts(method: Any) -> list:
+    """The MethodSpecs of a spec, a tuple of them, or a replay column that combines some
+    (sim.replay.Combined: its parts)."""
     if method is None:
         return []
     if isinstance(method, (list, tuple)):
-        return list(method)
-    return [method]
+        return [p for m in method for p in method_parts(m)]
+    return list(method.parts) if hasattr(method, "parts") else [method]
 
 
 def _method_ops(e: _Emit, wl: Workload, batch: int, method: Any) -> list[StreamOp]:
@@ -542,7 +544,7 @@ def _method_ops(e: _Emit, wl: Workload, batch: int, method: Any) -> list[StreamO
       group-lasso penalty it trains with adds the passes below.
     """
     out: list[StreamOp] = []
-    pt = next((m for m in _methods(method) if getattr(m, "id", None) == "prunetrain"), None)
+    pt = next((m for m in method_parts(method) if getattr(m, "id", None) == "prunetrain"), None)
     if pt is None:
         return out
     # timing=authors: the step as PruneTrain's scripts time it, less the penalty's forward

@@ -225,3 +225,29 @@ def test_train_reads_prunetrains_options_in_a_combination(capsys):
         if r == base:
             silent.append(k)
     assert not silent, f"prunetrain options a combination ignores in train: {silent}"
+
+
+def test_replay_cluster_estimate_runs_a_prunetrain_column_on_its_trajectory():
+    """replay --cluster: a PruneTrain column's training estimate narrows the network along the
+    column's own trajectory (as its replayed rows do) and charges the group lasso; its timing
+    option acts there too."""
+    from sim.methods import parse_combination
+    from sim.replay import Combined, training_report
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import simulate_run
+    from sim.traces.format import open_trace
+    tr = open_trace(TRACE)
+    cl = load_cluster("dgx-a100-hdr").with_devices(8)
+
+    def col(spec):
+        plan, *rest = parse_combination(spec)
+        return Combined(plan, rest[0] if rest else parse_method("dense"), epochs=12,
+                        samples=200_000)
+    wall, auth = col("prunetrain:rho=0.7,interval=3"), col("prunetrain:rho=0.7,interval=3,"
+                                                             "timing=authors")
+    rows = {r["method"]: r for r in training_report(tr, [parse_method("dense"), wall, auth], cl,
+                                                    12, 200_000)}
+    assert rows[wall.label]["train_s"] > rows[auth.label]["train_s"]
+    unnarrowed = simulate_run(tr.workload, cl, wall.plan, epochs=12, batch=tr.batch,
+                              samples=200_000)
+    assert rows[wall.label]["train_s"] < unnarrowed.train_seconds

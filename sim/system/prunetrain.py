@@ -34,6 +34,7 @@ from sim.errors import ConfigError
 from sim.methods.info import method_info
 from sim.methods.prunetrain import space_channels
 from sim.system.collectives import levels_of
+from sim.stepops import method_parts
 from sim.system.memory import BATCH_STEP, footprint
 from sim.system.timeline import (IterationResult, layer_times, resolve_framework,
                                  simulate_iteration)
@@ -404,8 +405,8 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
                      "model; kept anyway")
     skip_sets, comm_skip = _wgc_skips(workload, method, notes)
     step_method = (plan, method) if plan is not None and plan != method else method
-    if any(getattr(m, "id", None) == "prunetrain" and m.get("timing") == "authors"
-           for m in (step_method if isinstance(step_method, tuple) else (step_method,))):
+    if any(m.id == "prunetrain" and m.get("timing") == "authors"
+           for m in method_parts(step_method)):
         notes.append("prunetrain timing=authors: each step without the group-lasso penalty's "
                      "forward, as the paper's scripts timed it (the wall time is longer)")
     cache: dict = {}

@@ -33,6 +33,7 @@ from typing import Sequence
 
 import simpy
 
+from sim.stepops import method_parts
 from sim.system.collectives import Level, allreduce_bytes_sent, allreduce_seconds
 from sim.workload import Gemm, Workload, lower
 
@@ -146,7 +147,7 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
     roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
-    sdgp = next((m for m in _parts(method) if m.id.startswith("sdgp-")), None)
+    sdgp = next((m for m in method_parts(method) if m.id.startswith("sdgp-")), None)
     gb = int(training.grad_bytes.value)
     hw = None if roofline else _load_hw(device.hwconfig)
     gemm = {}
@@ -203,16 +204,10 @@ def _by_layer(pairs) -> dict:
 _STEP_CACHE: dict = {}
 
 
-def _parts(method) -> tuple:
-    """A MethodSpec, a tuple of them or None, as a tuple of MethodSpecs."""
-    if method is None:
-        return ()
-    return tuple(method) if isinstance(method, (list, tuple)) else (method,)
-
-
 def _step_key(workload: Workload, batch: int, profile, method) -> tuple:
     return (workload.name, workload.origin, tuple((l.name, l.c_in, l.c_out) for l in workload.layers),
-            batch, profile.checksum, profile.path, "+".join(m.label for m in _parts(method)))
+            batch, profile.checksum, profile.path,
+            "+".join(m.label for m in method_parts(method)))
 
 
 def _engine_step_seconds(hw_name: str, workload: Workload, batch: int, profile, method,
