@@ -593,12 +593,10 @@ def training_report(trace: Trace, methods: list[MethodSpec], cluster, epochs: in
     from sim.system.prunetrain import simulate_run
 
     def run(m):
-        if isinstance(m, Combined):
-            return simulate_run(w, cluster, m.method, epochs=epochs, batch=trace.batch,
-                                samples=samples, framework=framework,
-                                trajectory=m.trajectory_for(trace), plan=m.plan)
-        return simulate_run(w, cluster, m, epochs=epochs, batch=trace.batch, samples=samples,
-                            framework=framework)
+        col = (dict(trajectory=m.trajectory_for(trace), plan=m.plan)
+               if isinstance(m, Combined) else {})
+        return simulate_run(w, cluster, m.method if col else m, epochs=epochs, batch=trace.batch,
+                            samples=samples, framework=framework, **col)
     w = trace.workload
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

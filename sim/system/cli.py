@@ -80,22 +80,24 @@ def batch_steps_arg(text: str | None, epochs: int, w, cl, traj, overhead: float)
     """--batch-steps "EPOCH:BATCH,...": ((epoch, batch), ...) in epoch order, each epoch in the
     run and each batch one the device holds with the network of that epoch (memory model); one
     line naming --batch-steps otherwise."""
-    from sim.system.prunetrain import apply_widths
+    from sim.system.prunetrain import apply_widths, check_batch_steps
     if text is None:
         return None
-    steps = {}
+    pairs = []
     for part in text.split(","):
         e, colon, b = part.strip().partition(":")
         try:
-            e, b = int(e), int(b)
+            pairs.append((int(e), int(b)))
         except ValueError:
-            e = b = None
-        if not colon or e is None or not 0 <= e < epochs or b < 1 or e in steps:
-            raise ConfigError(None, "--batch-steps", f"{part.strip()!r}: expected EPOCH:BATCH with "
-                              f"EPOCH in 0..{epochs - 1}, once each, and BATCH >= 1")
+            raise ConfigError(None, "--batch-steps", f"{part.strip()!r}: expected EPOCH:BATCH "
+                              "(integers)") from None
+    try:
+        steps = check_batch_steps(pairs, None, epochs)   # the checks simulate_run makes
+    except ValueError as err:
+        raise ConfigError(None, "--batch-steps", str(err)) from None
+    for e, b in steps.items():
         check_fits(cl, apply_widths(w, traj.widths_at(e)) if traj else w, b, overhead,
                    "--batch-steps", f"batch {b} at epoch {e}")
-        steps[e] = b
     return tuple(sorted(steps.items())) or None
 
 

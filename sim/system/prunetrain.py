@@ -328,7 +328,7 @@ def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserv
     return batch
 
 
-def _batch_steps(batch_steps, dynamic_batch, epochs: int) -> dict[int, int]:
+def check_batch_steps(batch_steps, dynamic_batch, epochs: int) -> dict[int, int]:
     """A given batch schedule as {epoch: per-device batch}; refused with a dynamic mini-batch
     (the two would both set the batch) and where an epoch or a batch is out of range."""
     if not batch_steps:
@@ -395,7 +395,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     levels = levels_of(cluster)
     notes = []
     capacity = None
-    steps = _batch_steps(batch_steps, dynamic_batch, epochs)
+    steps = check_batch_steps(batch_steps, dynamic_batch, epochs)
     if dynamic_batch == "device":
         capacity = dev.memory.value
     elif dynamic_batch == "relative":
