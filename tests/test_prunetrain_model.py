@@ -789,23 +789,67 @@ def test_check_prints_a_run_against_the_fit_and_refuses_a_missing_file(capsys):
     assert "no-such-run.yaml" in err and "Traceback" not in err
 
 
-def test_an_expansion_term_learnt_elsewhere_misses_the_authors_resnet50():
-    """Why the plain kind has no expansion term (PLAIN_FROM_BASIC): learnt from the other
-    bottleneck families (tools/bottleneck_plain_check.py), it predicts the authors' CIFAR
-    ResNet-50 run (Table 1's network, held out) worse than no term at all, though it helps the
-    wide families it was learnt from (docs/system.md, session 20)."""
+def _bottleneck_tool():
     import importlib.util
-    from sim.system.lasso_model import RUNS_DIR, read_run
     spec = importlib.util.spec_from_file_location(
         "bottleneck_plain_check", Path(__file__).resolve().parents[1] / "tools" /
         "bottleneck_plain_check.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def _authors_r50_runs():
+    """The authors' CIFAR ResNet-50 runs (Table 1's network; pending/cpu-authors-r50: held out
+    of every fit)."""
+    from sim.system.lasso_model import RUNS_DIR, read_run
+    runs = [read_run(p) for p in sorted(RUNS_DIR.glob("**/resnet50-bt-cifar-cifar10-16-*.yaml"))]
+    assert runs and not {r.name for r in runs} & set(bundled_fit().runs)
+    return runs
+
+
+def test_an_expansion_term_learnt_elsewhere_does_not_carry_to_every_family():
+    """Why the plain kind has no expansion term (PLAIN_FROM_BASIC): learnt from the other
+    bottleneck families (tools/bottleneck_plain_check.py), it helps some held-out families and
+    badly misses another. Since the capped clock (session 22) the four-stage ResNet-50 runs are
+    predicted within 0.03 without it and 4x worse with it (session 20, uncapped: it was Table 1's
+    own ResNet-50 that it missed)."""
+    tool = _bottleneck_tool()
     fit = bundled_fit()
-    authors = [read_run(p) for p in sorted(RUNS_DIR.glob("**/resnet50-bt-cifar-cifar10-16-*.yaml"))]
-    others = [r for r in bundled_runs() if r.expansion != 1.0]
-    assert authors and len(others) >= 7
-    xi, xc = tool._best(fit, others, tool.XIS)
-    assert xi < 0.0                                     # the wide families keep more
-    assert tool._rms(tool._with(fit, xi, xc), others) < tool._rms(fit, others) - 0.1
-    assert tool._rms(tool._with(fit, xi, xc), authors) > tool._rms(fit, authors) + 0.05
+    bott = [r for r in bundled_runs() if r.expansion != 1.0] + _authors_r50_runs()
+    worse = {}
+    for fam in tool.FAMILIES:
+        test = [r for r in bott if r.name.startswith(fam)]
+        train = [r for r in bott if not r.name.startswith(fam)]
+        xi, xc = tool._best(fit, train, tool.XIS)
+        worse[fam] = tool._rms(tool._with(fit, xi, xc), test) - tool._rms(fit, test)
+    assert max(worse.values()) > 0.05 and min(worse.values()) < 0.0, worse
+
+
+def test_the_capped_clock_leaves_the_level_runs_and_slows_the_weak_doses():
+    """The plain kind's clock below the level runs' lambda / n0 (fit_clock_cap): every basic-block
+    and VGG run keeps its clock of lr-weighted steps (so the level fit is unchanged), the
+    bottleneck runs at lambda / n0 below the cap start later, and Table 1's own ResNet-50, held
+    out of every fit, is predicted better than by the uncapped clock."""
+    from sim.system.lasso_model import clock_factor, course_rms, kind_runs
+    fit = bundled_fit()
+    k = fit.plain
+    assert k.cap > 0 and k.beta > 0
+    level = kind_runs(bundled_runs(), False)
+    assert all(np.array_equal(r.u(k.beta, k.cap), r.lrsteps) for r in level)
+    assert clock_factor(k.cap / 4, k.beta, k.cap) == pytest.approx(0.25 ** k.beta)
+    assert clock_factor(2e-4, 0.5) == pytest.approx(2e-4 ** 0.5)       # no cap: (lambda/n0)^beta
+    unc = dataclasses.replace(k, beta=0.0, cap=0.0)
+    authors = _authors_r50_runs()
+
+    def rms(kf):
+        f = dataclasses.replace(fit, plain=kf)
+        err = np.concatenate([f.keep_run(r, False) - r.keep_plain for r in authors])
+        return float(np.sqrt(np.mean(err ** 2)))
+    assert rms(k) < rms(unc) - 0.02
+    assert course_rms(k, authors, k.cap, k.beta) < course_rms(unc, authors, 0.0, 0.0) - 0.03
+    # the dose reaches the model's predictions: ResNet-50's inner spaces start later than -32's
+    w50, w32 = load_workload("resnet50-bt-cifar"), load_workload("resnet32")
+    s = default_schedule("cifar10", 182, 128, 50_000)
+    assert (dose_per_epoch(w50, 0.2, s, k.beta, cap=k.cap)[-1]
+            < 0.8 * dose_per_epoch(w32, 0.2, s, k.beta, cap=k.cap)[-1])

@@ -448,7 +448,8 @@ def report(directory: Path) -> int:
     f = fit_runs(runs)
     print(f"fit over {len(f.runs)} runs, RMS {f.rms:.3f}:")
     for name, k in (("plain spaces", f.plain), ("residual nodes", f.residual)):
-        print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}, "
+        print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}"
+              + (f" below a lambda / n0 cap of {k.cap:.3g}" if k.cap else "") + ", "
               f"u_on {k.u_on:.4g}, u_scale {k.u_scale:.4g}, shape {k.shape:g}, hovering share "
               f"{k.hover:g}, init exponent delta {k.delta:g}, task exponent kappa {k.kappa:g}, "
               f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "

@@ -38,7 +38,9 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     basic-block and VGG runs only, PLAIN_FROM_BASIC, docs/system.md sessions 13-14)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
-above; 0: lr-weighted steps), H = 1 while the schedule's lr is at its maximum: a share h of the
+above; 0: lr-weighted steps), or, with a cap (KindFit.cap; the plain kind, fit_clock_cap),
+(min(lambda/n0, cap) / cap)^beta: lr-weighted steps where the lasso is strong, the dose where it
+is weak (the bottleneck runs' onsets, docs/system.md sessions 20 and 22), H = 1 while the schedule's lr is at its maximum: a share h of the
 channels the lasso has killed still hover above 1e-4 until the first lr decay (the runs show the
 burst). beta, m, gamma, h, u_on, u_scale and a are fitted by least squares to every run's per-epoch
 kept fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
@@ -144,6 +146,19 @@ CLOCK_XIS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 # and shape and raised its RMS from 0.076 to 0.126 (docs/system.md, session 14). The residual
 # kind takes them at no cost (RMS 0.109 -> 0.110).
 PLAIN_FROM_BASIC = True
+# The plain kind's clock below the level runs' lambda / n0 (fit_clock_cap). The basic-block and
+# VGG runs fix the plain kind's level and shape and choose a clock of lr-weighted steps alone
+# (beta 0; a dose clock raises their RMS from 0.083 to 0.14): at their lambda / n0 (7e-5 to 2e-3)
+# a group dies no sooner than the network's learning lets it, whatever the lasso's strength. The
+# bottleneck runs, whose lambda / n0 reaches down to 4e-6, start pruning later the weaker the
+# dose: first dead inner channel at epoch 21 to 90 as lambda / n0 falls 35x (docs/system.md,
+# session 20), where the uncapped clock starts all of them at epoch ~17. So below a cap the clock
+# is the lasso dose, (min(lambda / n0, cap) / cap)^beta x lr-weighted steps; the cap is searched
+# at or below the level runs' least lambda / n0 (there they are indifferent to it; above it their
+# RMS rises) and (beta, cap) are fitted to the bottleneck runs' plain-space time course with the
+# level removed ((keep - final) / (1 - final); their level is not the basic blocks', session 14).
+CAP_BETAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+CAP_FRACTIONS = tuple(float(x) for x in np.geomspace(0.1, 1.0, 12))   # of the least lambda / n0
 
 
 # Data sets that mix natural images with others: the natural share of their training images
@@ -290,12 +305,21 @@ def lambda_per_norm(workload: Workload, rho: float, init: str = PAPER_INIT) -> f
     return rho * math.log(classes) / ((1 - rho) * r0) / (r0 / g)
 
 
+def clock_factor(lam_n: float, beta: float, cap: float = 0.0) -> float:
+    """What lambda / n0 multiplies the clock's lr-weighted steps by: (lambda / n0)^beta, or with a
+    cap (KindFit.cap > 0) (min(lambda / n0, cap) / cap)^beta: at or above the cap the clock is the
+    lr-weighted steps alone, below it the lasso dose slows it."""
+    return (min(lam_n, cap) / cap) ** beta if cap > 0 else lam_n ** beta
+
+
 def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0,
-                   init: str = PAPER_INIT) -> np.ndarray:
+                   init: str = PAPER_INIT, cap: float = 0.0) -> np.ndarray:
     """The clock at the end of every epoch (cumulative): sum lr*steps/(1-momentum) x
-    (lambda/n0)^beta. beta = 1 is the lasso dose u; beta = 0 counts lr-weighted steps only."""
+    clock_factor(lambda/n0, beta, cap). beta = 1 (no cap) is the lasso dose u; beta = 0 counts
+    lr-weighted steps only."""
     per = [sched.lr_at(e) * sched.steps_per_epoch() for e in range(sched.epochs)]
-    return np.cumsum(per) / (1 - sched.momentum) * lambda_per_norm(workload, rho, init) ** beta
+    return (np.cumsum(per) / (1 - sched.momentum)
+            * clock_factor(lambda_per_norm(workload, rho, init), beta, cap))
 
 
 # ------------------------------------------------------------------------------- the runs
@@ -368,8 +392,8 @@ class RunData:
     def pressure(self) -> float:
         return lasso_pressure(self.rho)
 
-    def u(self, beta: float) -> np.ndarray:
-        return self.lrsteps * self.lam_n ** beta
+    def u(self, beta: float, cap: float = 0.0) -> np.ndarray:
+        return self.lrsteps * clock_factor(self.lam_n, beta, cap)
 
 
 def _kinds(workload: Workload) -> tuple[list[str], list[str]]:
@@ -714,6 +738,7 @@ class KindFit:
     omega_clock: float = 0.0   # the clock u x (weight decay / REF_WEIGHT_DECAY)^omega_clock
     xi: float = 0.0        # k_inf's pressure x E^xi (expansion(): bottleneck nodes)
     xi_clock: float = 0.0  # the clock u x E^xi_clock
+    cap: float = 0.0       # the clock's lambda/n0 saturates here (clock_factor; 0: no cap)
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
              natural: float = 0.0, temp: float = 1.0, decay: float = 1.0,
@@ -755,13 +780,13 @@ class Fit:
              scale: float = 1.0, task: float = 1.0, natural: float = 0.0,
              temp: float = 1.0, decay: float = 1.0, expansion: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
-        1e-4). u_by_beta: a function beta -> clock values (the kinds' clocks may differ), or the
-        clock values themselves. high: the schedule's lr is still at its maximum. scale: the
+        1e-4). u_by_beta: a function (beta, cap) -> clock values (the kinds' clocks may
+        differ), or the clock values themselves. high: the schedule's lr is still at its maximum. scale: the
         init's R0 over PyTorch's default's (init_scale). task: task_information(classes).
         natural: natural_images(dataset). temp: per-sample lr over PAPER_PSL. decay: weight
         decay over REF_WEIGHT_DECAY. expansion: the network's E (expansion())."""
         k = self.kind(residual)
-        u = u_by_beta(k.beta) if callable(u_by_beta) else u_by_beta
+        u = u_by_beta(k.beta, k.cap) if callable(u_by_beta) else u_by_beta
         return k.keep(rho, u, high, scale, task, natural, temp, decay, expansion)
 
     def keep_run(self, r: "RunData", residual: bool) -> np.ndarray:
@@ -926,6 +951,40 @@ def kind_runs(runs, residual: bool) -> tuple[RunData, ...]:
     return tuple(r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC) or runs
 
 
+def time_course(keep: np.ndarray) -> np.ndarray:
+    """A kept-fraction series with its level removed: (keep - final) / (1 - final), 1 before the
+    first dead channel and 0 at the end (0 throughout where nothing is pruned)."""
+    keep = np.asarray(keep, dtype=float)
+    cut = 1.0 - keep[-1]
+    return (keep - keep[-1]) / cut if cut > 1e-9 else np.zeros_like(keep)
+
+
+def course_rms(kf: KindFit, runs, cap: float, beta: float) -> float:
+    """RMS over the runs' epochs of the plain spaces' time course (time_course), modeled with the
+    clock (beta, cap) against measured."""
+    err = [time_course(kf.keep(r.rho, r.u(beta, cap), _hi(r), r.init_scale, r.task, r.natural,
+                               r.temperature, r.decay, r.expansion))
+           - time_course(r.keep_plain) for r in runs]
+    return float(np.sqrt(np.mean(np.concatenate(err) ** 2))) if err else 0.0
+
+
+def fit_clock_cap(kf: KindFit, level_runs, clock_runs) -> KindFit:
+    """The plain kind's clock below the level runs' lambda / n0 (CAP_BETAS, CAP_FRACTIONS): the
+    (beta, cap) whose time course fits `clock_runs` best, kept only if it beats the uncapped
+    clock there. A cap at or below every level run's lambda / n0 leaves their clock, and so the
+    level fit, exactly as it was. Only for a kind whose fitted clock is lr-weighted steps alone."""
+    if kf.beta != 0.0 or kf.cap or not clock_runs or not level_runs:
+        return kf
+    least = min(r.lam_n for r in level_runs)
+    best = (course_rms(kf, clock_runs, 0.0, 0.0), 0.0, 0.0)
+    for beta in CAP_BETAS:
+        for f in CAP_FRACTIONS:
+            e = course_rms(kf, clock_runs, least * f, beta)
+            if e < best[0] - 1e-12:
+                best = (e, beta, least * f)
+    return dataclasses.replace(kf, beta=best[1], cap=best[2])
+
+
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
     """Least squares, per kind of space (plain, residual node; their errors are independent):
     the clock exponent beta (BETAS), the approach shape (SHAPES), the pressure exponent gamma
@@ -938,6 +997,10 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     plain_runs, with_res = kind_runs(runs, False), kind_runs(runs, True)
     plain = _fit_kind(plain_runs, np.concatenate([r.keep_plain for r in plain_runs]),
                       *_columns(plain_runs))
+    # the runs left out of the plain kind's level (bottleneck networks) still time its clock
+    level = {r.name for r in plain_runs}
+    plain = fit_clock_cap(plain, plain_runs,
+                          tuple(r for r in runs if r.name not in level and r.has_residual))
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
     # the spread over the spaces is fitted given each run's measured mean, apart from the clock
@@ -1202,7 +1265,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
-    u = {k.beta: dose_per_epoch(workload, rho, sched, k.beta, init)
+    u = {(k.beta, k.cap): dose_per_epoch(workload, rho, sched, k.beta, init, k.cap)
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
@@ -1228,8 +1291,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         width = dict(chans)
         high = sched.lr_at(e - 1) >= sched.lr
         for ss, kf, c, score, fl, groups in kinds:
-            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta][e - 1], high, scale,
-                                                             task, natural, decay=decay,
+            k = max(0.0, 1.0 - depth * (1.0 - float(kf.keep(rho, u[kf.beta, kf.cap][e - 1], high,
+                                                             scale, task, natural, decay=decay,
                                                              expansion=ex))))
             if groups and (dead or (k < 1.0 and not high)):
                 # a last channel hovers above the threshold while the lr is at its maximum
