@@ -118,7 +118,7 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
     from sim.system.prunetrain import apply_widths, load_trajectory
     from sim.workload import load_workload
     files = sorted(AUTHORS_DIR.glob("*.yaml"))
-    assert len(files) == 11
+    assert len(files) == 12
     vgg: dict = {}
     for f in files:
         m = re.fullmatch(r"(vgg\d+)-cifar(\d+)-rho([\d.]+)", f.stem)
@@ -133,7 +133,7 @@ def test_authors_networks_load_and_feed_the_error_budget_rows():
         assert len(pts) == 4 and all(a[1] > b[1] for a, b in zip(pts, pts[1:])), arch
     rows = list(_c_authors_rows())
     mem = [r for r in rows if "peak training memory" in r.what]
-    assert [r.status for r in rows if r not in mem] == ["input"] * 36
+    assert [r.status for r in rows if r not in mem] == ["input"] * 39
     # one step of each authors' ImageNet network against the model's, per Table 1 GPU
     steps = [r for r in rows if "one step of the final network" in r.what]
     assert len(steps) == 4 and all(0.5 < r.published / 100 < 1 for r in steps)
@@ -152,7 +152,7 @@ def test_classifier_floor_rows_hold_the_authors_and_the_models_networks():
     from analysis.validation import _c_classifier_floor_rows
     rows = list(_c_classifier_floor_rows())
     nets = [r for r in rows if "classifier's input" in r.what]
-    assert len(nets) == 11 and all(r.status == "input" for r in rows)
+    assert len(nets) == 12 and all(r.status == "input" for r in rows)
     for r in nets:
         classes = 1000 if "imagenet" in r.what else (100 if "cifar100" in r.what else 10)
         assert r.published >= 0.75 * classes and r.modeled >= classes, r
@@ -214,3 +214,18 @@ def test_authors_shaped_trajectory_runs_from_dense_to_their_network():
     assert early.widths_at(89) == late.widths_at(89) == final
     assert v._train_flops_frac(w, early, 90, 64) < v._train_flops_frac(w, late, 90, 64)
     assert apply_widths(w, late.widths_at(10)).macs() > apply_widths(w, early.widths_at(10)).macs()
+
+
+def test_time_course_rows_split_a_training_flops_miss_into_course_and_end_point():
+    """Table 1's two FLOPs columns give the published time course c = (t - f) / (1 - f); the
+    error-budget row puts the model's end point on it, and the two shares in the note add up to
+    the model's training-FLOPs miss."""
+    from analysis.validation import _c_course_rows
+    course, fed = _c_course_rows("x", 0.70, 0.56, 0.65, 0.61, "src")
+    assert course.published == pytest.approx(0.318, abs=1e-3)
+    assert course.modeled == pytest.approx(0.04 / 0.39)
+    assert fed.status == "input" and fed.modeled == pytest.approx(100 * (0.61 + 0.14 / 0.44 * 0.39))
+    shares = [float(x) for x in re.findall(r"accounts for ([+-][\d.]+) and the final network for "
+                                           r"([+-][\d.]+)", course.note)[0]]
+    assert sum(shares) == pytest.approx(100 * (0.65 - 0.70), abs=0.11)
+    assert shares[0] < 0 < shares[1]    # too fast a course, too wide an end point
