@@ -187,7 +187,7 @@ RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out
 # run; rho 0.25 added in session 20 for a rho pair on Table 1's own network), and at 32 x 32 at the
 # paper's per-sample lr (the table1 grid's setting: a GPU's).
 AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", r, 10, **_C16, init="he_fan_out")
-                     for r in (0.2, 0.25)]
+                     for r in (0.2, 0.25, 0.1)]
                     + [RunConfig("resnet50-bt-cifar", r, 10, **_C) for r in (0.2, 0.25)])
 # The narrow bottleneck at rho 0.2, with the per-epoch `dead` records (session 18): the death model
 # (sim.system.block_death), fitted mostly on basic blocks, predicts ~7x the dead inner spaces the
