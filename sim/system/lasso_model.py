@@ -40,14 +40,14 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), or, with a cap (KindFit.cap; the plain kind, fit_clock_cap),
 (min(lambda/n0, cap) / cap)^beta: lr-weighted steps where the lasso is strong, the dose where it
-is weak (the bottleneck runs' onsets, docs/system.md sessions 20 and 22), H = 1 while the schedule's lr is at its maximum: a share h of the
-channels the lasso has killed still hover above 1e-4 until the first lr decay (the runs show the
-burst). beta, m, gamma, h, u_on, u_scale and a are fitted by least squares to every run's per-epoch
-kept fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
-reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)), or 0 for the
-inner spaces of a block the death model kills (sim.system.block_death, with_dead_blocks); the
-network input and the classifier outputs are never pruned. No published Table 1 number enters the
-fit.
+is weak (the bottleneck runs' onsets, docs/system.md sessions 20 and 22), H = 1 while the
+schedule's lr is at its maximum: a share h of the channels the lasso has killed still hover
+above 1e-4 until the first lr decay (the runs show the burst). beta, m, gamma, h, u_on, u_scale
+and a are fitted by least squares to every run's per-epoch kept fractions (plain NumPy grid
+search, fit_runs; stored in fit.json). Widths are sampled at reconfiguration epochs (every
+`interval` epochs), width = max(1, round(keep * C)), or 0 for the inner spaces of a block the
+death model kills (sim.system.block_death, with_dead_blocks); the network input and the
+classifier outputs are never pruned. No published Table 1 number enters the fit.
 
 Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
 ResNet's last-stage residual node keeps 0.2-0.6 while its first keeps ~1; VGG's 4x4 layers keep
@@ -781,10 +781,11 @@ class Fit:
              temp: float = 1.0, decay: float = 1.0, expansion: float = 1.0) -> np.ndarray:
         """Kept fraction as PruneTrain counts it (a group is dead once every weight is below
         1e-4). u_by_beta: a function (beta, cap) -> clock values (the kinds' clocks may
-        differ), or the clock values themselves. high: the schedule's lr is still at its maximum. scale: the
-        init's R0 over PyTorch's default's (init_scale). task: task_information(classes).
-        natural: natural_images(dataset). temp: per-sample lr over PAPER_PSL. decay: weight
-        decay over REF_WEIGHT_DECAY. expansion: the network's E (expansion())."""
+        differ), or the clock values themselves. high: the schedule's lr is still at its
+        maximum. scale: the init's R0 over PyTorch's default's (init_scale). task:
+        task_information(classes). natural: natural_images(dataset). temp: per-sample lr over
+        PAPER_PSL. decay: weight decay over REF_WEIGHT_DECAY. expansion: the network's E
+        (expansion())."""
         k = self.kind(residual)
         u = u_by_beta(k.beta, k.cap) if callable(u_by_beta) else u_by_beta
         return k.keep(rho, u, high, scale, task, natural, temp, decay, expansion)
