@@ -194,12 +194,17 @@ AUTHORS_R50_GRID = ([RunConfig("resnet50-bt-cifar", r, 10, **_C16, init="he_fan_
 # two narrow-bottleneck runs show; this run, to pending/, is a third point with the records
 # (`--grid bottleneck-dead --out sim/data/prunetrain/pending/bottleneck-dead`, ~80 min on one core).
 BOTTLENECK_DEAD_GRID = [dataclasses.replace(BOTTLENECK_GRID[0], rho=0.2)]
+# A basic-block run below the plain kind's lambda / n0 cap (session 22): ResNet-20 on 16 x 16
+# CIFAR-10 at rho 0.03, lambda / n0 3.1e-5 (the fitted basic-block runs reach down to 1.1e-4 on
+# CIFAR-10). Does the lasso dose delay its first dead channel as it delays the bottleneck runs'?
+# (`--grid cap-check --out sim/data/prunetrain/pending/cap-check`, ~35 min on one core.)
+CAP_CHECK_GRID = [RunConfig("resnet20", 0.03, 10, **_C16, init="he_fan_out")]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
-         "bottleneck-dead": BOTTLENECK_DEAD_GRID}
+         "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID}
 
 
 class _Deadline(Exception):
