@@ -1002,6 +1002,36 @@ def _c_held_out_rows() -> Iterator[Row]:
                            f"{row['final_predicted' + sfx]} (real runs, not a published number)")
 
 
+def _first_cut(keep) -> int | None:
+    """The first epoch at which a kept-fraction series is below 0.995 (None: never)."""
+    return next((i for i, k in enumerate(keep) if k < 0.995), None)
+
+
+def _c_cap_check_rows() -> Iterator[Row]:
+    """The trajectory model against the held-out runs below the plain kind's lambda / n0 cap on
+    basic blocks (sim/data/prunetrain/pending/cap-check, tools/prunetrain_runs.py --grid
+    cap-check): where the capped dose clock, fitted to bottleneck runs only, is tested on the
+    plain kind's own family. The first dead channel and the last kept fraction per kind, the
+    bundled fit with the run's own inputs."""
+    import numpy as np
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
+    fit = bundled_fit()
+    for path in sorted(RUNS_DIR.glob("pending/cap-check/*.yaml")):
+        r = read_run(path)
+        src = f"{path.relative_to(REPO)} / lasso-dose model with the run's own inputs (held out)"
+        for kind, resid in (("plain spaces", False), ("residual nodes", True)):
+            m, p = (r.keep_residual, fit.keep_run(r, True)) if resid else (
+                r.keep_plain, fit.keep_run(r, False))
+            yield Row("C", f"trajectory model, held out: {r.workload} at rho {r.rho:g}, lambda / "
+                      f"n0 {r.lam_n:.2g} (below the cap {fit.plain.cap:.2g}); last kept fraction "
+                      f"({kind})", round(float(m[-1]), 3), float(p[-1]), "fraction", src,
+                      status="input",
+                      note=f"first dead channel at epoch {_first_cut(m)} (model "
+                           f"{_first_cut(p)}); RMS over all epochs "
+                           f"{float(np.sqrt(np.mean((p - m) ** 2))):.3f} (a real run, not a "
+                           "published number)")
+
+
 def _c_stage_spread_rows() -> Iterator[Row]:
     """The fitted spread against the four-stage ResNet-50 runs, stage by stage (lasso_model.
     stage_spread: each kind's kept fraction per feature-map size, measured vs the spread of the
@@ -1126,6 +1156,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
                            "runs on digits, not a published number)")
     if not quick:
         yield from _c_held_out_rows()
+        yield from _c_cap_check_rows()
         yield from _c_stage_spread_rows()
         yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1

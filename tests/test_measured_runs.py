@@ -96,3 +96,22 @@ def test_other_setting_rows_split_the_authors_resnet50_miss():
     assert _past_last_decay(doc, 182)
     doc["per_epoch"] = doc["per_epoch"][:100]
     assert not _past_last_decay(doc, 182)
+
+
+def test_cap_check_rows_show_the_held_out_basic_block_run_below_the_cap():
+    """The ResNet-20 run at rho 0.03 (pending/cap-check, held out of the fit): one row per kind,
+    its measured side the run file's last kept fraction; the note names the first dead channel,
+    measured and modeled. Its lasso is below the cap, and it starts pruning far later than any
+    fitted basic-block run (epoch 61)."""
+    from analysis.validation import _c_cap_check_rows, _first_cut
+    from sim.system.lasso_model import bundled_fit
+    paths = sorted(RUNS_DIR.glob("pending/cap-check/*.yaml"))
+    assert paths
+    run = read_run(paths[0])
+    assert run.name not in bundled_fit().runs and run.lam_n < bundled_fit().plain.cap
+    rows = list(_c_cap_check_rows())
+    assert len(rows) == 2 * len(paths) and all(r.status == "input" for r in rows)
+    plain = next(r for r in rows if "(plain spaces)" in r.what)
+    assert plain.published == pytest.approx(run.keep_plain[-1], abs=1e-3)
+    assert f"first dead channel at epoch {_first_cut(run.keep_plain)} " in plain.note
+    assert _first_cut(run.keep_plain) > 40
