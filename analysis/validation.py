@@ -1020,8 +1020,7 @@ def _c_cap_check_rows() -> Iterator[Row]:
         r = read_run(path)
         src = f"{path.relative_to(REPO)} / lasso-dose model with the run's own inputs (held out)"
         for kind, resid in (("plain spaces", False), ("residual nodes", True)):
-            m, p = (r.keep_residual, fit.keep_run(r, True)) if resid else (
-                r.keep_plain, fit.keep_run(r, False))
+            m, p = r.keep_residual if resid else r.keep_plain, fit.keep_run(r, resid)
             yield Row("C", f"trajectory model, held out: {r.workload} at rho {r.rho:g}, lambda / "
                       f"n0 {r.lam_n:.2g} (below the cap {fit.plain.cap:.2g}); last kept fraction "
                       f"({kind})", round(float(m[-1]), 3), float(p[-1]), "fraction", src,
