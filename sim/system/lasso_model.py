@@ -752,6 +752,11 @@ class KindFit:
         e = np.exp(-x ** self.shape)
         return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
 
+    def keep_run(self, r: "RunData") -> np.ndarray:
+        """This kind's kept fraction at every epoch of a run, with the run's own inputs."""
+        return self.keep(r.rho, r.u(self.beta, self.cap), _hi(r), r.init_scale, r.task,
+                         r.natural, r.temperature, r.decay, r.expansion)
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -792,8 +797,7 @@ class Fit:
 
     def keep_run(self, r: "RunData", residual: bool) -> np.ndarray:
         """The model's kept fraction at every epoch of a run, with the run's own inputs."""
-        return self.keep(r.rho, r.u, residual, _hi(r), r.init_scale, r.task, r.natural,
-                         r.temperature, r.decay, r.expansion)
+        return self.kind(residual).keep_run(r)
 
 
 def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) -> np.ndarray:
@@ -963,9 +967,8 @@ def time_course(keep: np.ndarray) -> np.ndarray:
 def course_rms(kf: KindFit, runs, cap: float, beta: float) -> float:
     """RMS over the runs' epochs of the plain spaces' time course (time_course), modeled with the
     clock (beta, cap) against measured."""
-    err = [time_course(kf.keep(r.rho, r.u(beta, cap), _hi(r), r.init_scale, r.task, r.natural,
-                               r.temperature, r.decay, r.expansion))
-           - time_course(r.keep_plain) for r in runs]
+    k = dataclasses.replace(kf, beta=beta, cap=cap)
+    err = [time_course(k.keep_run(r)) - time_course(r.keep_plain) for r in runs]
     return float(np.sqrt(np.mean(np.concatenate(err) ** 2))) if err else 0.0
 
 
