@@ -198,7 +198,9 @@ BOTTLENECK_DEAD_GRID = [dataclasses.replace(BOTTLENECK_GRID[0], rho=0.2)]
 # CIFAR-10 at rho 0.03, lambda / n0 3.1e-5 (the fitted basic-block runs reach down to 1.1e-4 on
 # CIFAR-10). Does the lasso dose delay its first dead channel as it delays the bottleneck runs'?
 # (`--grid cap-check --out sim/data/prunetrain/pending/cap-check`, ~35 min on one core.)
-CAP_CHECK_GRID = [RunConfig("resnet20", 0.03, 10, **_C16, init="he_fan_out")]
+# rho 0.05 (session 23) is the second weak-lasso point: rho 0.03 kept 0.94 of the plain channels
+# against 0.42 at rho 0.1, so the level's rho law between them needs a point inside.
+CAP_CHECK_GRID = [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r in (0.03, 0.05)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
