@@ -158,7 +158,17 @@ PLAIN_FROM_BASIC = True
 # RMS rises) and (beta, cap) are fitted to the bottleneck runs' plain-space time course with the
 # level removed ((keep - final) / (1 - final); their level is not the basic blocks', session 14).
 CAP_BETAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
-CAP_FRACTIONS = tuple(float(x) for x in np.geomspace(0.1, 1.0, 12))   # of the least lambda / n0
+# The caps tried, in lambda / n0 (fit_clock_cap; session 23: searched jointly with the level, so
+# no longer bounded by the level runs' least lambda / n0)
+CAPS = tuple(float(x) for x in np.geomspace(1e-5, 1e-3, 21))
+# A threshold p0 of the effective pressure below which the lasso prunes nothing: k_inf =
+# exp(-a max(0, x - p0)^gamma), x the pressure with every input term (x^gamma = P^gamma x the
+# factors). The group lasso's optimality condition (Yuan and Lin 2006): a group stays at zero
+# only where lambda outweighs the loss gradient over it, so the kept fraction is the share of
+# groups whose loss gradient exceeds lambda; with a least such gradient that share is a Weibull
+# survival with a location (p0), and a lasso below it kills nothing the loss uses. The weak-lasso
+# basic-block runs (rho 0.03 / 0.05) inform it (docs/system.md, session 23).
+P0S = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.13, 0.16, 0.2, 0.25)
 
 
 # Data sets that mix natural images with others: the natural share of their training images
@@ -739,14 +749,15 @@ class KindFit:
     xi: float = 0.0        # k_inf's pressure x E^xi (expansion(): bottleneck nodes)
     xi_clock: float = 0.0  # the clock u x E^xi_clock
     cap: float = 0.0       # the clock's lambda/n0 saturates here (clock_factor; 0: no cap)
+    p0: float = 0.0        # k_inf's pressure threshold (P0S, thresholded; 0: none)
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
              natural: float = 0.0, temp: float = 1.0, decay: float = 1.0,
              expansion: float = 1.0) -> np.ndarray:
-        k_inf = math.exp(-self.a * lasso_pressure(rho) ** self.gamma * scale ** -self.delta
-                         * float(_input_factor((task, natural, temp, decay, expansion),
-                                               self.kappa, self.nu, self.eta, self.omega,
-                                               self.xi)))
+        k_inf = math.exp(-self.a * float(thresholded(
+            lasso_pressure(rho) ** self.gamma, scale ** -self.delta
+            * _input_factor((task, natural, temp, decay, expansion), self.kappa, self.nu,
+                            self.eta, self.omega, self.xi), self.gamma, self.p0)))
         u = np.asarray(u, dtype=float) * decay ** self.omega_clock * expansion ** self.xi_clock
         x = np.maximum(0.0, u - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
@@ -823,6 +834,21 @@ def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
     return best
 
 
+THRESHOLD_MODE = "trunc-eff"
+
+
+def thresholded(pg, rest, gamma: float, p0: float):
+    """k_inf's pressure term P^gamma x rest past the threshold p0 (P0S)."""
+    if not p0:
+        return pg * rest
+    pg, rest = np.asarray(pg, dtype=float), np.asarray(rest, dtype=float)
+    if THRESHOLD_MODE == "location":
+        return np.maximum(0.0, (pg * rest) ** (1.0 / gamma) - p0) ** gamma
+    if THRESHOLD_MODE == "trunc-eff":
+        return np.maximum(0.0, pg * rest - p0)
+    return np.maximum(0.0, pg - p0) * rest
+
+
 def _input_factor(columns, k, nu, eta, omega, xi):
     """The input terms' factor on k_inf's pressure, per row of `columns` (tt, nat, tmp, dec, ex;
     arrays in the fit, numbers in a prediction: one formula for both)."""
@@ -830,13 +856,13 @@ def _input_factor(columns, k, nu, eta, omega, xi):
     return tt ** -k * np.exp(-nu * nat) * tmp ** (eta * nat) * dec ** omega * ex ** xi
 
 
-def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
+def _refine_inputs(u, y, hi, best, shape, level, grids, start):
     """Better (kappa, nu, eta, omega, xi) from `start` on `grids`, with the clock's (u_on, u_scale, h)
-    of `best` held and a by 1-D search: these terms scale k_inf's pressure alone and only a few
-    runs inform them, so they are searched on the level (cheap: one clock row) and the clock
-    refitted after. (kappa, nu, eta) jointly with omega and xi held, then omega, then xi, each
-    with the others held: the joint grid over all five would cost len(OMEGAS) x len(XIS) times
-    as much."""
+    of `best` held and a by 1-D search; level(terms) is k_inf's pressure term per row with those
+    input terms. These terms scale k_inf's pressure alone and only a few runs inform them, so
+    they are searched on the level (cheap: one clock row) and the clock refitted after. (kappa,
+    nu, eta) jointly with omega and xi held, then omega, then xi, each with the others held: the
+    joint grid over all five would cost len(OMEGAS) x len(XIS) times as much."""
     _, a, on, sc, h = best
     e = np.exp(-(np.maximum(0.0, u - on) / sc) ** shape)
     e = (e + h * hi * (1 - e))[None, :]
@@ -848,91 +874,116 @@ def _refine_inputs(u, y, hi, best, shape, base, columns, grids, start):
             t = list(terms)
             for i, v in zip(free, vals):
                 t[i] = v
-            sse = float(_grid_sse(base * _input_factor(columns, *t), e, y, a_grid).min())
+            sse = float(_grid_sse(level(t), e, y, a_grid).min())
             if out is None or sse < out[0] - 1e-12:
                 out = (sse, tuple(t))
         terms = out[1]
     return terms
 
 
-def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
-              pp: np.ndarray, ss: np.ndarray, tt: np.ndarray, nat: np.ndarray,
-              tmp: np.ndarray, dec: np.ndarray, ex: np.ndarray) -> KindFit:
-    """The grids of beta, shape and gamma with the input terms off, then delta (only when some
-    run has another init) searched with the best (beta, shape, gamma): a full grid over it too
-    would cost 4x the fit, for a parameter that only a few paired runs inform. Then, jointly,
-    kappa (only when some run has another label count), nu (natural images), eta (natural
-    images at another per-sample lr), omega (another weight decay) and xi (bottleneck networks)
-    on the level with the clock held (_refine_inputs), and the clock refitted at the best, then
-    the expansion's clock exponent xi_clock (CLOCK_XIS) with those held; twice."""
+def _kind_search(hi: np.ndarray, y: np.ndarray):
+    """search(u, umax, rr, shape, near): the kind's clock and level by grid (_search), coarse then
+    a finer grid around the coarse best; a coarse best worse than 4x `near`'s SSE skips the fine
+    grid (it would not win)."""
     a0 = np.geomspace(1e-3, 30, 46)
-    out = None
 
-    def search(u, umax, rr, shape):
+    def search(u, umax, rr, shape, near=None):
         coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
                          umax * np.geomspace(0.01, 20, 31), a0)
-        if out is not None and coarse[0] > 4 * out[0][0]:
-            return coarse          # far from the best: the fine grid will not win
+        if near is not None and coarse[0] > 4 * near:
+            return coarse
         _, a, on, sc, h = coarse
         # the fine grid: +-1 coarse step around the best of every parameter
         return _search(u, rr, hi, y, shape,
                        np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
                        sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
                        [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
+    return search
 
-    for beta in BETAS:
-        u = np.concatenate([r.u(beta) for r in runs])
-        umax = float(u.max())
+
+def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
+              pp: np.ndarray, ss: np.ndarray, tt: np.ndarray, nat: np.ndarray,
+              tmp: np.ndarray, dec: np.ndarray, ex: np.ndarray,
+              clock: tuple[float, float] | None = None) -> KindFit:
+    """The grids of beta, shape and gamma with the input terms off, then delta (only when some
+    run has another init) searched with the best (beta, shape, gamma): a full grid over it too
+    would cost 4x the fit, for a parameter that only a few paired runs inform; then the pressure
+    threshold p0 (P0S) the same way. Then, jointly, kappa (only when some run has another label
+    count), nu (natural images), eta (natural images at another per-sample lr), omega (another
+    weight decay) and xi (bottleneck networks) on the level with the clock held
+    (_refine_inputs), and the clock refitted at the best, then the expansion's clock exponent
+    xi_clock (CLOCK_XIS) with those held; twice. clock: (beta, cap) held (fit_clock_cap's)
+    instead of the BETAS grid."""
+    search = _kind_search(hi, y)
+    cap = clock[1] if clock else 0.0
+    clk = lambda beta: np.concatenate([r.u(beta, cap) for r in runs])  # noqa: E731
+    out = None
+    near = lambda: out[0][0] if out else None  # noqa: E731
+    for beta in ((clock[0],) if clock else BETAS):
+        u = clk(beta)
         for shape in SHAPES:
             for gamma in GAMMAS:
-                best = search(u, umax, pp ** gamma, shape)
+                best = search(u, float(u.max()), pp ** gamma, shape, near())
                 if out is None or best[0] < out[0][0] - 1e-12:
                     out = (best, beta, shape, gamma, 0.0)
-    if (ss != 1.0).any():
-        _, beta, shape, gamma, _ = out
-        u = np.concatenate([r.u(beta) for r in runs])
-        for delta in DELTAS[1:]:
-            best = search(u, float(u.max()), pp ** gamma * ss ** -delta, shape)
-            if best[0] < out[0][0] - 1e-12:
-                out = (best, beta, shape, gamma, delta)
+    _, beta, shape, gamma, _ = out
+    u = clk(beta)
+    for delta in (DELTAS[1:] if (ss != 1.0).any() else ()):
+        best = search(u, float(u.max()), pp ** gamma * ss ** -delta, shape, near())
+        if best[0] < out[0][0] - 1e-12:
+            out = (best, beta, shape, gamma, delta)
+    delta = out[4]
+    # the threshold with gamma free: a threshold can stand for a steeper gamma at weak lassos
+    p0 = 0.0
+    for g, t in itertools.product(GAMMAS, P0S[1:]):
+        best = search(u, float(u.max()), thresholded(pp ** g, ss ** -delta, g, t), shape, near())
+        if best[0] < out[0][0] - 1e-12:
+            out, p0 = (best, beta, shape, g, delta), t
+    gamma = out[3]
     # the decay's clock exponent, like delta with the best (beta, shape, gamma, delta) held; the
     # decay's pressure exponent is searched on the level below
-    clock = 0.0
-    if (dec != 1.0).any():
-        _, beta, shape, gamma, delta = out
-        u = np.concatenate([r.u(beta) for r in runs])
-        for oc in CLOCK_OMEGAS[1:]:
-            # the grids keep the unscaled clock's range: the scaled runs are few
-            best = search(u * dec ** oc, float(u.max()), pp ** gamma * ss ** -delta, shape)
-            if best[0] < out[0][0] - 1e-12:
-                out, clock = (best, beta, shape, gamma, delta), oc
-    terms = (0.0, 0.0, 0.0, 0.0, 0.0)
+    clock_w = 0.0
+    base = pp ** gamma * ss ** -delta
+    for oc in (CLOCK_OMEGAS[1:] if (dec != 1.0).any() else ()):
+        # the grids keep the unscaled clock's range: the scaled runs are few
+        best = search(u * dec ** oc, float(u.max()), thresholded(pp ** gamma, ss ** -delta, gamma, p0), shape, near())
+        if best[0] < out[0][0] - 1e-12:
+            out, clock_w = (best, beta, shape, gamma, delta), oc
+    out, terms, xc = _fit_inputs(search, out, u * dec ** clock_w, float(u.max()), y, hi, shape,
+                                 lambda t: thresholded(pp ** gamma, ss ** -delta * _input_factor(
+                                     (tt, nat, tmp, dec, ex), *t), gamma, p0),
+                                 (tt, nat, tmp, dec, ex))
+    (sse, a, on, sc, h), beta, shape, gamma, delta = out
+    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
+                   nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock_w, xi=terms[4],
+                   xi_clock=xc, cap=cap, p0=p0)
+
+
+def _fit_inputs(search, out, u, umax, y, hi, shape, level, columns):
+    """_fit_kind's input terms (kappa, nu, eta, omega, xi; each only where some run varies its
+    input) and the expansion's clock exponent, twice: the terms on the level with the clock held
+    (_refine_inputs), then the clock refitted with them. level(terms): k_inf's pressure term per
+    row. Returns (out, terms, xi_clock)."""
+    tt, nat, tmp, dec, ex = columns
     grids = (KAPPAS if (tt != 1.0).any() else (0.0,), NUS if nat.any() else (0.0,),
              ETAS if ((tmp != 1.0) & (nat > 0)).any() else (0.0,),
              OMEGAS if (dec != 1.0).any() else (0.0,), XIS if (ex != 1.0).any() else (0.0,))
-    xc = 0.0
-    if any(len(g) > 1 for g in grids):
-        _, beta, shape, gamma, delta = out
-        u = np.concatenate([r.u(beta) for r in runs])
-        umax, u = float(u.max()), u * dec ** clock
-        base = pp ** gamma * ss ** -delta
-        columns = (tt, nat, tmp, dec, ex)
-        found = terms
-        for _ in range(2):
-            found = _refine_inputs(u * ex ** xc, y, hi, out[0], shape, base, columns, grids,
-                                   found)
-            best = search(u * ex ** xc, umax, base * _input_factor(columns, *found), shape)
+    terms, xc = (0.0, 0.0, 0.0, 0.0, 0.0), 0.0
+    if not any(len(g) > 1 for g in grids):
+        return out, terms, xc
+    _, beta, _, gamma, delta = out
+    found = terms
+    for _ in range(2):
+        found = _refine_inputs(u * ex ** xc, y, hi, out[0], shape, level, grids, found)
+        best = search(u * ex ** xc, umax, level(found), shape, out[0][0])
+        if best[0] < out[0][0] - 1e-12:
+            out, terms = (best, beta, shape, gamma, delta), found
+        # the expansion's clock exponent, with the level terms held (like the decay's)
+        for x in (CLOCK_XIS if (ex != 1.0).any() else ()):
+            best = search(u * ex ** x, umax, level(terms), shape, out[0][0])
             if best[0] < out[0][0] - 1e-12:
-                out, terms = (best, beta, shape, gamma, delta), found
-            # the expansion's clock exponent, with the level terms held (like the decay's)
-            for x in (CLOCK_XIS if (ex != 1.0).any() else ()):
-                best = search(u * ex ** x, umax, base * _input_factor(columns, *terms), shape)
-                if best[0] < out[0][0] - 1e-12:
-                    out, xc = (best, beta, shape, gamma, delta), x
-    (sse, a, on, sc, h), beta, shape, gamma, delta = out
-    return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
-                   nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock, xi=terms[4],
-                   xi_clock=xc)
+                out, xc = (best, beta, shape, gamma, delta), x
+    return out, terms, xc
 
 
 def _columns(runs: tuple[RunData, ...]) -> tuple[np.ndarray, ...]:
@@ -972,21 +1023,42 @@ def course_rms(kf: KindFit, runs, cap: float, beta: float) -> float:
     return float(np.sqrt(np.mean(np.concatenate(err) ** 2))) if err else 0.0
 
 
-def fit_clock_cap(kf: KindFit, level_runs, clock_runs) -> KindFit:
-    """The plain kind's clock below the level runs' lambda / n0 (CAP_BETAS, CAP_FRACTIONS): the
-    (beta, cap) whose time course fits `clock_runs` best, kept only if it beats the uncapped
-    clock there. A cap at or below every level run's lambda / n0 leaves their clock, and so the
-    level fit, exactly as it was. Only for a kind whose fitted clock is lr-weighted steps alone."""
-    if kf.beta != 0.0 or kf.cap or not clock_runs or not level_runs:
-        return kf
-    least = min(r.lam_n for r in level_runs)
-    best = (course_rms(kf, clock_runs, 0.0, 0.0), 0.0, 0.0)
+def fit_clock_cap(kf: KindFit, level_runs, clock_runs) -> tuple[float, float]:
+    """The plain kind's clock (beta, cap) (CAP_BETAS x CAPS, or (0, 0): lr-weighted steps alone),
+    searched jointly with its level: the squared error of the level runs' kept fractions with
+    the kind's other parameters held, plus that of `clock_runs`' time course (time_course;
+    their level is not the kind's). A cap below some level runs' lambda / n0 slows their clock
+    too, and they weigh in: a weak-lasso level run can pull the cap up as well as down."""
+    def sse(beta: float, cap: float) -> float:
+        k = dataclasses.replace(kf, beta=beta, cap=cap)
+        return (sum(float(((k.keep_run(r) - r.keep_plain) ** 2).sum()) for r in level_runs)
+                + sum(float(((time_course(k.keep_run(r)) - time_course(r.keep_plain)) ** 2)
+                            .sum()) for r in clock_runs))
+    best = (sse(0.0, 0.0), 0.0, 0.0)
     for beta in CAP_BETAS:
-        for f in CAP_FRACTIONS:
-            e = course_rms(kf, clock_runs, least * f, beta)
+        for cap in CAPS:
+            e = sse(beta, cap)
             if e < best[0] - 1e-12:
-                best = (e, beta, least * f)
-    return dataclasses.replace(kf, beta=best[1], cap=best[2])
+                best = (e, beta, cap)
+    return best[1], best[2]
+
+
+def _fit_plain(plain_runs, clock_runs) -> KindFit:
+    """The plain kind: its level and clock on `plain_runs` (_fit_kind); where that clock is
+    lr-weighted steps alone, a cap below which it is the lasso dose (fit_clock_cap, also timed
+    on `clock_runs`), and the level refitted with that clock held; twice at most."""
+    y, cols = np.concatenate([r.keep_plain for r in plain_runs]), _columns(plain_runs)
+    plain = _fit_kind(plain_runs, y, *cols)
+    if plain.beta != 0.0 or not clock_runs:
+        return plain
+    clock = (0.0, 0.0)
+    for _ in range(2):
+        found = fit_clock_cap(plain, plain_runs, clock_runs)
+        if found == clock:
+            break
+        clock = found
+        plain = _fit_kind(plain_runs, y, *cols, clock=clock)
+    return plain
 
 
 def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> Fit:
@@ -999,12 +1071,10 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     if not runs:
         raise ConfigError(str(RUNS_DIR), None, "no PruneTrain runs to fit the trajectory model to")
     plain_runs, with_res = kind_runs(runs, False), kind_runs(runs, True)
-    plain = _fit_kind(plain_runs, np.concatenate([r.keep_plain for r in plain_runs]),
-                      *_columns(plain_runs))
     # the runs left out of the plain kind's level (bottleneck networks) still time its clock
     level = {r.name for r in plain_runs}
-    plain = fit_clock_cap(plain, plain_runs,
-                          tuple(r for r in runs if r.name not in level and r.has_residual))
+    plain = _fit_plain(plain_runs, tuple(r for r in runs
+                                         if r.name not in level and r.has_residual))
     resid = _fit_kind(with_res, np.concatenate([r.keep_residual for r in with_res]),
                       *_columns(with_res))
     # the spread over the spaces is fitted given each run's measured mean, apart from the clock
