@@ -1002,33 +1002,29 @@ def _c_held_out_rows() -> Iterator[Row]:
                            f"{row['final_predicted' + sfx]} (real runs, not a published number)")
 
 
-def _first_cut(keep) -> int | None:
-    """The first epoch at which a kept-fraction series is below 0.995 (None: never)."""
-    return next((i for i, k in enumerate(keep) if k < 0.995), None)
-
-
-def _c_cap_check_rows() -> Iterator[Row]:
-    """The trajectory model against the held-out runs below the plain kind's lambda / n0 cap on
-    basic blocks (sim/data/prunetrain/pending/cap-check, tools/prunetrain_runs.py --grid
-    cap-check): where the capped dose clock, fitted to bottleneck runs only, is tested on the
-    plain kind's own family. The first dead channel and the last kept fraction per kind, the
-    bundled fit with the run's own inputs."""
-    import numpy as np
-    from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
-    fit = bundled_fit()
-    for path in sorted(RUNS_DIR.glob("pending/cap-check/*.yaml")):
-        r = read_run(path)
-        src = f"{path.relative_to(REPO)} / lasso-dose model with the run's own inputs (held out)"
-        for kind, resid in (("plain spaces", False), ("residual nodes", True)):
-            m, p = r.keep_residual if resid else r.keep_plain, fit.keep_run(r, resid)
-            yield Row("C", f"trajectory model, held out: {r.workload} at rho {r.rho:g}, lambda / "
-                      f"n0 {r.lam_n:.2g} (below the cap {fit.plain.cap:.2g}); last kept fraction "
-                      f"({kind})", round(float(m[-1]), 3), float(p[-1]), "fraction", src,
-                      status="input",
-                      note=f"first dead channel at epoch {_first_cut(m)} (model "
-                           f"{_first_cut(p)}); RMS over all epochs "
-                           f"{float(np.sqrt(np.mean((p - m) ** 2))):.3f} (a real run, not a "
-                           "published number)")
+def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
+    """The weak-lasso basic-block runs (ResNet-20 on 16 x 16 CIFAR-10 at rho 0.03 and 0.05, below
+    every other run's rho: tools/prunetrain_runs.py --grid cap-check), each predicted by the
+    fit without its rho (by_rho: leave_one_out(by="rho")): the other weak run is in that fit,
+    so each row asks whether one weak lasso predicts the next. The last kept fraction per kind;
+    the first dead channel, measured and modeled, in the note."""
+    from sim.system.lasso_model import bundled_runs
+    weak = {r.name: r for r in bundled_runs() if r.rho < 0.1 and r.expansion == 1.0}
+    for lor in by_rho:
+        for i, name in enumerate(lor["names"]):
+            r = weak.get(name)
+            if r is None:
+                continue
+            for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
+                yield Row("C", f"trajectory model, weak lasso: {r.workload} at rho {r.rho:g}, "
+                          f"predicted by the fit without this rho; last kept fraction ({kind})",
+                          lor["final_measured" + sfx][i], lor["final_predicted" + sfx][i],
+                          "fraction", f"sim/data/prunetrain/{name}.yaml / leave-one-rho-out",
+                          status="input",
+                          note=f"first dead plain channel at epoch {lor['onset_measured'][i]} "
+                               f"(model {lor['onset_predicted'][i]}); RMS over all epochs of "
+                               f"this rho's runs {lor['rms']:.3f} (a real run, not a published "
+                               "number)")
 
 
 def _c_stage_spread_rows() -> Iterator[Row]:
@@ -1144,18 +1140,19 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     traj_note = (f"lasso-dose trajectory model fitted to {len(fit.runs)} real group-lasso runs "
                  f"(sim/data/prunetrain; fit RMS {fit.rms:.3f}), rho and schedule as inputs; not "
                  "fitted to these rows")
+    by_rho = leave_one_out(by="rho")
     for by, what in (("rho", "rho"), ("noise", "data difficulty (pixel noise)")):
-        for lor in leave_one_out(by=by):
+        for lor in (by_rho if by == "rho" else leave_one_out(by=by)):
             yield Row("C", f"trajectory model, leave-one-{by}-out: {by}={lor[by]:g} runs' final "
                       "kept fraction (plain spaces)", float(statistics.mean(lor["final_measured"])),
                       float(statistics.mean(lor["final_predicted"])), "fraction",
                       f"fit without this {what}'s runs, predict them", status="input",
                       note=f"RMS over all epochs and spaces {lor['rms']:.3f}; measured "
                            f"{lor['final_measured']}, predicted {lor['final_predicted']} (real "
-                           "runs on digits, not a published number)")
+                           "runs, not a published number)")
     if not quick:
         yield from _c_held_out_rows()
-        yield from _c_cap_check_rows()
+        yield from _c_weak_lasso_rows(by_rho)
         yield from _c_stage_spread_rows()
         yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1

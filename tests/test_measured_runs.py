@@ -98,20 +98,24 @@ def test_other_setting_rows_split_the_authors_resnet50_miss():
     assert not _past_last_decay(doc, 182)
 
 
-def test_cap_check_rows_show_the_held_out_basic_block_run_below_the_cap():
-    """The ResNet-20 run at rho 0.03 (pending/cap-check, held out of the fit): one row per kind,
-    its measured side the run file's last kept fraction; the note names the first dead channel,
-    measured and modeled. Its lasso is below the cap, and it starts pruning far later than any
-    fitted basic-block run (epoch 61)."""
-    from analysis.validation import _c_cap_check_rows, _first_cut
-    from sim.system.lasso_model import bundled_fit
-    paths = sorted(RUNS_DIR.glob("pending/cap-check/*.yaml"))
-    assert paths
-    run = read_run(paths[0])
-    assert run.name not in bundled_fit().runs and run.lam_n < bundled_fit().plain.cap
-    rows = list(_c_cap_check_rows())
-    assert len(rows) == 2 * len(paths) and all(r.status == "input" for r in rows)
-    plain = next(r for r in rows if "(plain spaces)" in r.what)
-    assert plain.published == pytest.approx(run.keep_plain[-1], abs=1e-3)
-    assert f"first dead channel at epoch {_first_cut(run.keep_plain)} " in plain.note
-    assert _first_cut(run.keep_plain) > 40
+def test_weak_lasso_rows_name_each_weak_run_with_its_leave_one_rho_out_prediction():
+    """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, bundled since session 23): one row
+    per kind and weak run, from the leave-one-rho-out result handed in; the note names the first
+    dead channel, measured and modeled. Both start pruning far later than any stronger basic-block
+    run of their family (epoch 24 at rho 0.1)."""
+    from analysis.validation import _c_weak_lasso_rows
+    from sim.system.lasso_model import bundled_runs, first_cut
+    weak = sorted((r for r in bundled_runs() if r.rho < 0.1 and r.expansion == 1.0),
+                  key=lambda r: r.rho)
+    assert [r.rho for r in weak] == [0.03, 0.05]
+    by_rho = [{"rho": r.rho, "names": [r.name], "rms": 0.1, "onset_measured": [first_cut(
+        r.keep_plain)], "onset_predicted": [7], "final_measured": [0.5], "final_predicted": [0.4],
+        "final_measured_residual": [0.9], "final_predicted_residual": [0.8]} for r in weak]
+    by_rho.append({**by_rho[0], "names": ["not-a-weak-run"]})
+    rows = list(_c_weak_lasso_rows(by_rho))
+    assert len(rows) == 4 and all(r.status == "input" for r in rows)
+    plain = next(r for r in rows if "(plain spaces)" in r.what and "rho 0.03" in r.what)
+    assert (plain.published, plain.modeled) == (0.5, 0.4)
+    assert f"first dead plain channel at epoch {first_cut(weak[0].keep_plain)} (model 7)" \
+        in plain.note
+    assert all(first_cut(r.keep_plain) > 40 for r in weak)

@@ -478,9 +478,10 @@ def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
 
 def test_a_larger_weight_decay_prunes_deeper_and_the_model_takes_the_decay():
     """The ResNet-20 CIFAR-10 run at the authors' CIFAR decay 5e-4 ends far below its 1e-4 twin;
-    the fit turns that into omega > 0 for both kinds, the model with the runs' own inputs orders
-    the twins the same way, and a CIFAR prediction (default_schedule: the authors' 5e-4) keeps
-    fewer channels than the same prediction at 1e-4."""
+    the fit turns that into a decay term for both kinds (omega on the level, omega_clock on the
+    clock; since session 23 the plain kind takes it in the clock alone), the model with the
+    runs' own inputs orders the twins the same way, and a CIFAR prediction (default_schedule:
+    the authors' 5e-4) keeps fewer channels than the same prediction at 1e-4."""
     import dataclasses
     from sim.system.lasso_model import REF_WEIGHT_DECAY
     runs = {r.name: r for r in bundled_runs()}
@@ -490,7 +491,8 @@ def test_a_larger_weight_decay_prunes_deeper_and_the_model_takes_the_decay():
     assert wd.keep_plain[-1] < 0.5 * twin.keep_plain[-1]
     assert wd.keep_residual[-1] < 0.5 * twin.keep_residual[-1]
     f = bundled_fit()
-    assert f.plain.omega > 0 and f.residual.omega > 0 and wd.name in f.runs
+    assert f.residual.omega > 0 and wd.name in f.runs
+    assert f.plain.omega > 0 or f.plain.omega_clock > 0
     for resid in (False, True):
         assert f.keep_run(wd, resid)[-1] < f.keep_run(twin, resid)[-1]
     w = load_workload("resnet32")
@@ -662,8 +664,9 @@ def test_bottleneck_nodes_prune_deeper_and_their_blocks_less_than_basic_blocks()
     assert fit.residual.xi > 0.0 and PLAIN_FROM_BASIC and fit.plain.xi == fit.plain.xi_clock == 0.0
     b = runs["resnet29-bottleneck-w4-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
              "hefanout"]
-    # the model's known miss: a bottleneck's inner spaces kept far more than predicted
-    assert fit.keep_run(b, False)[-1] < b.keep_plain[-1] - 0.2
+    # the model's known miss: a bottleneck's inner spaces kept more than predicted (0.45 against
+    # 0.34 with the pressure threshold of session 23; 0.17 before it)
+    assert fit.keep_run(b, False)[-1] < b.keep_plain[-1] - 0.05
 
 
 @pytest.mark.slow
@@ -826,17 +829,19 @@ def test_an_expansion_term_learnt_elsewhere_does_not_carry_to_every_family():
     assert max(worse.values()) > 0.05 and min(worse.values()) < 0.0, worse
 
 
-def test_the_capped_clock_leaves_the_level_runs_and_slows_the_weak_doses():
-    """The plain kind's clock below the level runs' lambda / n0 (fit_clock_cap): every basic-block
-    and VGG run keeps its clock of lr-weighted steps (so the level fit is unchanged), the
-    bottleneck runs at lambda / n0 below the cap start later, and Table 1's own ResNet-50, held
-    out of every fit, is predicted better than by the uncapped clock."""
+def test_the_capped_clock_slows_the_weak_doses_and_keeps_the_strong_runs_clock():
+    """The plain kind's clock below a lambda / n0 cap (fit_clock_cap, searched jointly with the
+    level): every level run at or above the cap keeps its clock of lr-weighted steps, the weak
+    ones below it are slowed, the bottleneck runs below it start later, and Table 1's own
+    ResNet-50, held out of every fit, is predicted better than by the uncapped clock."""
     from sim.system.lasso_model import clock_factor, course_rms, kind_runs
     fit = bundled_fit()
     k = fit.plain
     assert k.cap > 0 and k.beta > 0
     level = kind_runs(bundled_runs(), False)
-    assert all(np.array_equal(r.u(k.beta, k.cap), r.lrsteps) for r in level)
+    assert all(np.array_equal(r.u(k.beta, k.cap), r.lrsteps) for r in level if r.lam_n >= k.cap)
+    weak = [r for r in level if r.lam_n < k.cap]
+    assert weak and all((r.u(k.beta, k.cap) < r.lrsteps)[1:].all() for r in weak)
     assert clock_factor(k.cap / 4, k.beta, k.cap) == pytest.approx(0.25 ** k.beta)
     assert clock_factor(2e-4, 0.5) == pytest.approx(2e-4 ** 0.5)       # no cap: (lambda/n0)^beta
     unc = dataclasses.replace(k, beta=0.0, cap=0.0)
@@ -853,3 +858,47 @@ def test_the_capped_clock_leaves_the_level_runs_and_slows_the_weak_doses():
     s = default_schedule("cifar10", 182, 128, 50_000)
     assert (dose_per_epoch(w50, 0.2, s, k.beta, cap=k.cap)[-1]
             < 0.8 * dose_per_epoch(w32, 0.2, s, k.beta, cap=k.cap)[-1])
+
+
+def test_the_pressure_threshold_keeps_every_channel_below_it_and_shifts_the_level_above():
+    """k_inf = exp(-a max(0, P^gamma - p0) x factors) (thresholded): a lasso whose P^gamma is at
+    or below p0 prunes nothing, above it -ln k_inf is the unthresholded one less a p0 (a shift,
+    the truncated survival), and p0 = 0 is the model without a threshold. The stored fit has a
+    threshold in both kinds (the weak-lasso runs at rho 0.03 / 0.05 chose it)."""
+    from sim.system.lasso_model import lasso_pressure, thresholded
+    fit = bundled_fit()
+    assert fit.plain.p0 > 0 and fit.residual.p0 > 0
+    k = dataclasses.replace(fit.plain, shape=1.0, hover=0.0)
+    rho_at = lambda p: p / (1 + p)      # noqa: E731  the rho whose pressure is p
+    below = rho_at((0.9 * k.p0) ** (1 / k.gamma))
+    assert k.keep(below, 1e12) == pytest.approx(1.0)
+    rho = 0.2
+    pg = lasso_pressure(rho) ** k.gamma
+    free = dataclasses.replace(k, p0=0.0)
+    shift = np.log(free.keep(rho, 1e12)) - np.log(k.keep(rho, 1e12))
+    assert shift == pytest.approx(-k.a * k.p0, rel=1e-6)
+    assert thresholded(pg, 2.0, 0.0) == pytest.approx(2 * pg)
+    assert thresholded(np.array([0.1, 0.5]), np.array([1.0, 3.0]), 0.2) == \
+        pytest.approx([0.0, 0.9])
+
+
+@pytest.mark.slow   # two fits, ~2 x 100 s on 2 cores
+def test_the_rho_0_05_run_is_predicted_from_the_rho_0_03_run_better_with_the_threshold():
+    """Leave the rho 0.05 run out, fit with the rho 0.03 run in: with the threshold (P0S) its
+    last plain kept fraction (0.76 measured) is predicted within 0.1, and its kept fractions no
+    worse than by the threshold-free fit of the same runs (which may choose its gamma to follow
+    the weak run instead)."""
+    import sim.system.lasso_model as lm
+    runs = bundled_runs()
+    test = [r for r in runs if r.rho == 0.05]
+    train = [r for r in runs if r.rho != 0.05]
+    with_p0 = lm.held_out(train, test)
+    saved = lm.P0S
+    try:
+        lm.P0S = (0.0,)
+        without = lm.held_out(train, test)
+    finally:
+        lm.P0S = saved
+    m = with_p0["final_measured"][0]
+    assert abs(with_p0["final_predicted"][0] - m) < 0.1
+    assert with_p0["rms"] <= without["rms"] + 0.01

@@ -178,7 +178,8 @@ def test_table4_rows_split_the_dynamic_batch_gain():
     added = float(fed.note.split("add ")[1].split(" points")[0])
     assert added > 0
     without = float(fed.note.split("without them ")[1].split(" %")[0])
-    assert fed.modeled == pytest.approx(without + added, abs=0.06)
+    # both note values are rounded to 0.1: their sum is within 0.1 of the row's value
+    assert fed.modeled == pytest.approx(without + added, abs=0.101)
 
 
 def test_table1_times_are_the_authors_timing():

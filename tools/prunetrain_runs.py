@@ -15,6 +15,7 @@
     python tools/prunetrain_runs.py --grid bottleneck-wide --device cuda   # at 4x width (GPU)
     python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 4   # Table 1's CIFAR-10 nets, 32 x 32
     python tools/prunetrain_runs.py --grid resnet50 --device cuda --jobs 2 # ResNet-50's four stages, 16 x 16
+    python tools/prunetrain_runs.py --grid cap-check   # ResNet-20 at rho 0.03 / 0.05: weak lassos (CPU, ~35 min each)
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -197,9 +198,10 @@ BOTTLENECK_DEAD_GRID = [dataclasses.replace(BOTTLENECK_GRID[0], rho=0.2)]
 # A basic-block run below the plain kind's lambda / n0 cap (session 22): ResNet-20 on 16 x 16
 # CIFAR-10 at rho 0.03, lambda / n0 3.1e-5 (the fitted basic-block runs reach down to 1.1e-4 on
 # CIFAR-10). Does the lasso dose delay its first dead channel as it delays the bottleneck runs'?
-# (`--grid cap-check --out sim/data/prunetrain/pending/cap-check`, ~35 min on one core.)
-# rho 0.05 (session 23) is the second weak-lasso point: rho 0.03 kept 0.94 of the plain channels
-# against 0.42 at rho 0.1, so the level's rho law between them needs a point inside.
+# (`--grid cap-check`, ~35 min a run on one core.) rho 0.05 (session 23) is the second weak-lasso
+# point: rho 0.03 kept 0.94 of the plain channels against 0.42 at rho 0.1, so the level's rho law
+# between them needed a point inside. Both were held out (pending/) until each had been
+# predicted; since session 23 they are bundled and fitted (the pressure threshold, P0S).
 CAP_CHECK_GRID = [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r in (0.03, 0.05)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
