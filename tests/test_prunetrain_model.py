@@ -902,3 +902,19 @@ def test_the_rho_0_05_run_is_predicted_from_the_rho_0_03_run_better_with_the_thr
     m = with_p0["final_measured"][0]
     assert abs(with_p0["final_predicted"][0] - m) < 0.1
     assert with_p0["rms"] <= without["rms"] + 0.01
+
+
+def test_a_rho_below_the_threshold_prunes_nothing_and_the_trajectory_says_so():
+    """A rho at or below both kinds' threshold (threshold_rho) gives the dense network at every
+    reconfiguration, and the trajectory's source names the threshold, so a user who sweeps rho
+    there sees why two rho give one result; a rho above it prunes and says nothing of it."""
+    from sim.system.lasso_model import threshold_rho
+    fit = bundled_fit()
+    lo = min(threshold_rho(fit.plain), threshold_rho(fit.residual))
+    assert 0.0 < lo < 0.05
+    w = load_workload("resnet32")
+    tr = lasso_trajectory(w, 0.9 * lo, 10, 182, 128)
+    assert apply_widths(w, tr.widths_at(181)).macs() == w.macs()
+    assert "lasso threshold of the plain spaces" in tr.source and "residual nodes" in tr.source
+    tr = lasso_trajectory(w, 0.2, 10, 182, 128)
+    assert apply_widths(w, tr.widths_at(181)).macs() < w.macs() and "threshold" not in tr.source

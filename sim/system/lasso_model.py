@@ -1387,8 +1387,22 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     died = f", {len(dead)} blocks removed" if dead else ""
+    weak = [f"{name} (rho <= {threshold_rho(k):.3g})" for name, k, ss in
+            (("plain spaces", fit.plain, plain), ("residual nodes", fit.residual, res))
+            if ss and rho <= threshold_rho(k)]
+    below = f"; at or below the lasso threshold of the {', '.join(weak)}: none pruned" \
+        if weak else ""
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
-                                  f"interval={interval}, {init} init; {sched.source}{scaled}{died})")
+                                  f"interval={interval}, {init} init; {sched.source}{scaled}{died}"
+                                  f"{below})")
+
+
+def threshold_rho(kf: KindFit) -> float:
+    """The rho at and below which a kind prunes nothing (P^gamma <= p0; 0 without a threshold)."""
+    if not kf.p0:
+        return 0.0
+    p = kf.p0 ** (1.0 / kf.gamma)
+    return p / (1.0 + p)
 
 
 def with_dead_blocks(k: float, c: np.ndarray, score: np.ndarray, floor: np.ndarray,
