@@ -155,13 +155,14 @@ PLAIN_FROM_BASIC = True
 # bottleneck runs, whose lambda / n0 reaches down to 4e-6, start pruning later the weaker the
 # dose: first dead inner channel at epoch 21 to 90 as lambda / n0 falls 35x (docs/system.md,
 # session 20), where the uncapped clock starts all of them at epoch ~17. So below a cap the clock
-# is the lasso dose, (min(lambda / n0, cap) / cap)^beta x lr-weighted steps; the cap is searched
-# at or below the level runs' least lambda / n0 (there they are indifferent to it; above it their
-# RMS rises) and (beta, cap) are fitted to the bottleneck runs' plain-space time course with the
-# level removed ((keep - final) / (1 - final); their level is not the basic blocks', session 14).
+# is the lasso dose, (min(lambda / n0, cap) / cap)^beta x lr-weighted steps. (beta, cap) are
+# fitted jointly to the level runs' kept fractions and the bottleneck runs' plain-space time
+# course with the level removed ((keep - final) / (1 - final); their level is not the basic
+# blocks', session 14), then the level refitted with that clock (fit_clock_cap, _fit_plain;
+# session 22 had bounded the cap by the level runs' least lambda / n0, session 23 lets the level
+# runs below it weigh in).
 CAP_BETAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
-# The caps tried, in lambda / n0 (fit_clock_cap; session 23: searched jointly with the level, so
-# no longer bounded by the level runs' least lambda / n0)
+# The caps tried, in lambda / n0
 CAPS = tuple(float(x) for x in np.geomspace(1e-5, 1e-3, 21))
 # A threshold of the lasso pressure below which it prunes nothing: k_inf = exp(-a max(0, P^gamma -
 # p0) x the input factors). The group lasso's optimality condition (Yuan and Lin 2006): a group
@@ -906,12 +907,12 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
     """The grids of beta, shape and gamma with the input terms off, then delta (only when some
     run has another init) searched with the best (beta, shape, gamma): a full grid over it too
     would cost 4x the fit, for a parameter that only a few paired runs inform; then the pressure
-    threshold p0 (P0S) the same way, with gamma searched again. Then, jointly, kappa (only when some run has another label
-    count), nu (natural images), eta (natural images at another per-sample lr), omega (another
-    weight decay) and xi (bottleneck networks) on the level with the clock held
-    (_refine_inputs), and the clock refitted at the best, then the expansion's clock exponent
-    xi_clock (CLOCK_XIS) with those held; twice. clock: (beta, cap) held (fit_clock_cap's)
-    instead of the BETAS grid."""
+    threshold p0 (P0S) the same way, with gamma searched again. Then, jointly, kappa (only when
+    some run has another label count), nu (natural images), eta (natural images at another
+    per-sample lr), omega (another weight decay) and xi (bottleneck networks) on the level with
+    the clock held (_refine_inputs), and the clock refitted at the best, then the expansion's
+    clock exponent xi_clock (CLOCK_XIS) with those held; twice (_fit_inputs). clock: (beta, cap)
+    held (fit_clock_cap's) instead of the BETAS grid."""
     search = _kind_search(hi, y)
     cap = clock[1] if clock else 0.0
     clk = lambda beta: np.concatenate([r.u(beta, cap) for r in runs])  # noqa: E731
@@ -1013,12 +1014,17 @@ def time_course(keep: np.ndarray) -> np.ndarray:
     return (keep - keep[-1]) / cut if cut > 1e-9 else np.zeros_like(keep)
 
 
+def _course_err(kf: KindFit, runs) -> np.ndarray:
+    """The plain spaces' time course (time_course) per epoch of every run, modeled - measured."""
+    return np.concatenate([time_course(kf.keep_run(r)) - time_course(r.keep_plain)
+                           for r in runs] or [np.zeros(0)])
+
+
 def course_rms(kf: KindFit, runs, cap: float, beta: float) -> float:
-    """RMS over the runs' epochs of the plain spaces' time course (time_course), modeled with the
-    clock (beta, cap) against measured."""
-    k = dataclasses.replace(kf, beta=beta, cap=cap)
-    err = [time_course(k.keep_run(r)) - time_course(r.keep_plain) for r in runs]
-    return float(np.sqrt(np.mean(np.concatenate(err) ** 2))) if err else 0.0
+    """RMS over the runs' epochs of the plain spaces' time course, modeled with the clock (beta,
+    cap) against measured."""
+    err = _course_err(dataclasses.replace(kf, beta=beta, cap=cap), runs)
+    return float(np.sqrt(np.mean(err ** 2))) if len(err) else 0.0
 
 
 def fit_clock_cap(kf: KindFit, level_runs, clock_runs) -> tuple[float, float]:
@@ -1030,8 +1036,7 @@ def fit_clock_cap(kf: KindFit, level_runs, clock_runs) -> tuple[float, float]:
     def sse(beta: float, cap: float) -> float:
         k = dataclasses.replace(kf, beta=beta, cap=cap)
         return (sum(float(((k.keep_run(r) - r.keep_plain) ** 2).sum()) for r in level_runs)
-                + sum(float(((time_course(k.keep_run(r)) - time_course(r.keep_plain)) ** 2)
-                            .sum()) for r in clock_runs))
+                + float((_course_err(k, clock_runs) ** 2).sum()))
     best = (sse(0.0, 0.0), 0.0, 0.0)
     for beta in CAP_BETAS:
         for cap in CAPS:
