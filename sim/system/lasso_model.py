@@ -1392,9 +1392,9 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
         pts.append((e, layer_widths(workload, chans, width)))
     scaled = "" if depth == 1.0 else f", pruned fraction scaled x{depth:.3g}"
     died = f", {len(dead)} blocks removed" if dead else ""
-    weak = [f"{name} (rho <= {threshold_rho(k):.3g})" for name, k, ss in
-            (("plain spaces", fit.plain, plain), ("residual nodes", fit.residual, res))
-            if ss and rho <= threshold_rho(k)]
+    weak = [f"{name} (rho <= {t:.3g})" for name, t, ss in
+            (("plain spaces", threshold_rho(fit.plain), plain),
+             ("residual nodes", threshold_rho(fit.residual), res)) if ss and rho <= t]
     below = f"; at or below the lasso threshold of the {', '.join(weak)}: none pruned" \
         if weak else ""
     return Trajectory(tuple(pts), f"lasso-dose model fitted to {len(fit.runs)} real runs (rho={rho}, "
