@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -1027,6 +1028,44 @@ def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
                                "number)")
 
 
+def _c_clock_rows() -> Iterator[Row]:
+    """The runs at another lr x steps an epoch (tools/prunetrain_runs.py --grid clock: ResNet-20
+    at rho 0.25 with a quarter and twice the steps of its bundled 196-step twin), predicted by
+    the fit without them (lasso_model.leave_clock_out): the first dead plain channel and the
+    last kept fractions. The note sets the measured first channel against what the twin's gives
+    under a clock of lr-weighted steps (twin's epoch x its lr x steps an epoch over this run's)
+    and under one of epochs (the twin's epoch)."""
+    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut, leave_clock_out
+    held = leave_clock_out()
+    if held is None:
+        return
+    runs = {r.name: r for r in bundled_runs()}
+    for i, name in enumerate(held["names"]):
+        r = runs[name]
+        twin = runs.get(re.sub(r"-s\d+-", "-s196-", name))
+        ratio = epoch_clock(r) / epoch_clock(twin) if twin else float("nan")
+        on = first_cut(twin.keep_plain) if twin else None
+        twin_note = (f"its 196-step twin's first dead plain channel: epoch {on}; a clock of "
+                     f"lr-weighted steps puts this run's at {on / ratio:.0f}, one of epochs at "
+                     f"{on}" if on is not None else "no 196-step twin bundled")
+        what = f"{r.workload} at rho {r.rho:g}, {ratio:g}x its twin's lr x steps an epoch"
+        meas, pred = held["onset_measured"][i], held["onset_predicted"][i]
+        yield Row("C", f"trajectory model, another lr x steps an epoch: {what}; first dead "
+                  "plain channel, predicted by the fit without such runs",
+                  float(meas) if meas is not None else "never",
+                  float(pred) if pred is not None else "never", "epoch",
+                  f"sim/data/prunetrain/{name}.yaml / leave_clock_out", status="input",
+                  note=f"{twin_note} (real runs, not a published number)")
+        for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
+            yield Row("C", f"trajectory model, another lr x steps an epoch: {what}; last kept "
+                      f"fraction ({kind}), predicted by the fit without such runs",
+                      held["final_measured" + sfx][i], held["final_predicted" + sfx][i],
+                      "fraction", f"sim/data/prunetrain/{name}.yaml / leave_clock_out",
+                      status="input",
+                      note=f"RMS over all epochs of the held-out runs {held['rms']:.3f} (a real "
+                           "run, not a published number)")
+
+
 def _c_stage_spread_rows() -> Iterator[Row]:
     """The fitted spread against the four-stage ResNet-50 runs, stage by stage (lasso_model.
     stage_spread: each kind's kept fraction per feature-map size, measured vs the spread of the
@@ -1153,6 +1192,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_held_out_rows()
         yield from _c_weak_lasso_rows(by_rho)
+        yield from _c_clock_rows()
         yield from _c_stage_spread_rows()
         yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1

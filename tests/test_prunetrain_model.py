@@ -882,6 +882,41 @@ def test_the_pressure_threshold_keeps_every_channel_below_it_and_shifts_the_leve
         pytest.approx([0.0, 0.9])
 
 
+def test_after_the_first_lr_decay_the_count_runs_the_lag_ahead():
+    """KindFit.lag: while the lr is at its maximum the lag changes nothing; from the first decay
+    on the kept fraction at clock u is the lag-free one at u + lag u_on (the groups the lasso
+    had nearly driven down fall below the 1e-4 count once the lr, and the SGD noise that holds
+    them up, is 10x smaller), so never more is kept; lag 0 is the model without it. The stored
+    plain kind has a lag (the run at a quarter of the lr x steps an epoch chose it: its cut was
+    under way at the decay)."""
+    fit = bundled_fit()
+    assert fit.plain.lag > 0
+    k = dataclasses.replace(fit.plain, hover=0.0, lag=0.5)
+    free = dataclasses.replace(k, lag=0.0)
+    u = np.array([0.5, 1.0, 1.2, 1.5, 3.0]) * k.u_on
+    assert k.keep(0.25, u, True) == pytest.approx(free.keep(0.25, u, True))
+    assert k.keep(0.25, u, False) == pytest.approx(free.keep(0.25, u + 0.5 * k.u_on, False))
+    assert (k.keep(0.25, u, False) <= free.keep(0.25, u, False)).all()
+    assert k.keep(0.25, u[2], False) < free.keep(0.25, u[2], False)
+
+
+def test_the_first_dead_channel_follows_lr_x_steps_across_the_clock_runs():
+    """The clock runs (`--grid clock`: ResNet-20 at rho 0.25 on 16 x 16 CIFAR-10 with 49, 196
+    and 392 steps an epoch, same lr and batch): the first dead plain channel's epoch times the
+    run's lr x steps an epoch (epoch_clock) is the same within 25 % (a clock of epochs would
+    differ 8x between the end runs); the model's own onsets scale alike."""
+    from sim.system.lasso_model import epoch_clock, first_cut
+    stem = "resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s"
+    fam = [r for r in bundled_runs()
+           if r.name.startswith(stem) and r.name.endswith("-fixedb-aug2-flip-hefanout")]
+    assert sorted(round(epoch_clock(r)) for r in fam) == [98, 392, 784]
+    at = [first_cut(r.keep_plain) * epoch_clock(r) for r in fam]
+    assert max(at) / min(at) < 1.25
+    fit = bundled_fit()
+    model = [first_cut(fit.keep_run(r, False)) * epoch_clock(r) for r in fam]
+    assert max(model) / min(model) < 1.25
+
+
 @pytest.mark.slow   # two fits, ~2 x 100 s on 2 cores
 def test_the_rho_0_05_run_is_predicted_from_the_rho_0_03_run_better_with_the_threshold():
     """Leave the rho 0.05 run out, fit with the rho 0.03 run in: with the threshold (P0S) its

@@ -16,6 +16,7 @@
     python tools/prunetrain_runs.py --grid table1 --device cuda --jobs 4   # Table 1's CIFAR-10 nets, 32 x 32
     python tools/prunetrain_runs.py --grid resnet50 --device cuda --jobs 2 # ResNet-50's four stages, 16 x 16
     python tools/prunetrain_runs.py --grid cap-check   # ResNet-20 at rho 0.03 / 0.05: weak lassos (CPU, ~35 min each)
+    python tools/prunetrain_runs.py --grid clock   # ResNet-20 at 1/4 and 2x lr x steps an epoch (~6 / ~45 min)
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -203,12 +204,24 @@ BOTTLENECK_DEAD_GRID = [dataclasses.replace(BOTTLENECK_GRID[0], rho=0.2)]
 # between them needed a point inside. Both were held out (pending/) until each had been
 # predicted; since session 23 they are bundled and fitted (the pressure threshold, P0S).
 CAP_CHECK_GRID = [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r in (0.03, 0.05)]
+# lr x steps an epoch, on natural images (session 24). Every natural-image run replays CIFAR's
+# lr x steps an epoch (0.2 x 196 = 0.1 x 391 = 0.4 x 98), so nothing in them tells a clock of
+# lr-weighted steps from one of epochs; ImageNet's schedule has 12.8x CIFAR's, and the model,
+# whose clock is lr x steps, cuts ImageNet at once where the paper's FLOPs columns say it cut over
+# tens of epochs. The bundled ResNet-20 rho 0.25 run (_C16, the authors' init) at a quarter and at
+# twice its steps an epoch (same lr, batch, decays at the same epochs): the lr-step clock puts
+# the first dead channel at ~4x / ~0.5x the epoch of the 196-step run, an epoch clock at the same
+# epoch. Session 24: 6 / ~45 min on one core; predicted by the session-23 fit while they ran
+# (docs/system.md), fitted since.
+CLOCK_GRID = [RunConfig("resnet20", 0.25, 10, **{**_C16, "epoch_steps": s}, init="he_fan_out")
+              for s in (49, 392)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
-         "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID}
+         "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
+         "clock": CLOCK_GRID}
 
 
 class _Deadline(Exception):

@@ -44,8 +44,13 @@ above; 0: lr-weighted steps), or, with a cap (KindFit.cap; the plain kind, fit_c
 (min(lambda/n0, cap) / cap)^beta: lr-weighted steps where the lasso is strong, the dose where it
 is weak (the bottleneck runs' onsets, docs/system.md sessions 20 and 22), H = 1 while the
 schedule's lr is at its maximum: a share h of the channels the lasso has killed still hover
-above 1e-4 until the first lr decay (the runs show the burst). beta, m, gamma, h, u_on, u_scale
-and a are fitted by least squares to every run's per-epoch kept fractions (plain NumPy grid
+above 1e-4 until the first lr decay (the runs show the burst), and from that decay on e is taken
+at u + lag u_on (KindFit.lag, LAGS): the groups the lasso had nearly driven down fall below the
+count once the lr, and the SGD noise that holds them up, is 10x smaller (ResNet-20 at a quarter
+of the lr x steps an epoch, whose cut was under way at the decay: docs/system.md, session 24).
+The clock is lr-weighted steps, not epochs, on natural images too: at 1/4, 1 and 2x the paper's
+lr x steps an epoch the first dead channel came at epoch 56 / 14 / 7 (`--grid clock`). beta, m,
+gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept fractions (plain NumPy grid
 search, fit_runs; stored in fit.json). Widths are sampled at reconfiguration epochs (every
 `interval` epochs), width = max(1, round(keep * C)), or 0 for the inner spaces of a block the
 death model kills (sim.system.block_death, with_dead_blocks); the network input and the
@@ -103,6 +108,8 @@ DELTAS = (0.0, 0.25, 0.5, 1.0)  # exponents of the init scale in k_inf (only wit
 # label counts: `--grid coarse`)
 KAPPAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
+# lags L tried by the fit: from the first lr decay on, the count runs L u_on of clock ahead
+LAGS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 LAST_TILTS = np.linspace(0.0, 4.0, 17)    # last-stage exponents q tried (a chain's spaces)
@@ -758,6 +765,7 @@ class KindFit:
     xi_clock: float = 0.0  # the clock u x E^xi_clock
     cap: float = 0.0       # the clock's lambda/n0 saturates here (clock_factor; 0: no cap)
     p0: float = 0.0        # k_inf's pressure threshold (P0S, thresholded; 0: none)
+    lag: float = 0.0       # from the first lr decay on, the count runs lag x u_on ahead (LAGS)
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
              natural: float = 0.0, temp: float = 1.0, decay: float = 1.0,
@@ -767,9 +775,10 @@ class KindFit:
             * _input_factor((task, natural, temp, decay, expansion), self.kappa, self.nu,
                             self.eta, self.omega, self.xi), self.p0)))
         u = np.asarray(u, dtype=float) * decay ** self.omega_clock * expansion ** self.xi_clock
-        x = np.maximum(0.0, u - self.u_on) / self.u_scale
+        hi = np.asarray(high, dtype=float)
+        x = np.maximum(0.0, u + self.lag * self.u_on * (1 - hi) - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
-        return k_inf + (1 - k_inf) * (e + self.hover * np.asarray(high, dtype=float) * (1 - e))
+        return k_inf + (1 - k_inf) * (e + self.hover * hi * (1 - e))
 
     def keep_run(self, r: "RunData") -> np.ndarray:
         """This kind's kept fraction at every epoch of a run, with the run's own inputs."""
@@ -827,12 +836,14 @@ def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) 
     return ((d * d).sum(axis=1)[:, None] + 2 * (d * m) @ e.T + (m * m) @ (e * e).T)
 
 
-def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None):
+def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None, lag=0.0):
     """Best (sse, a, u_on, u_scale, h) over the (u_on, u_scale, h) grid and a by 1-D search.
-    counted = k + (1 - k) e' with e' = e + h H (1 - e) (H: lr at its maximum)."""
+    counted = k + (1 - k) e' with e' = e + h H (1 - e) (H: lr at its maximum), e at the clock
+    u + lag u_on (1 - H) (KindFit.lag)."""
     on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
     on, sc = on.ravel(), sc.ravel()
-    e = np.exp(-(np.maximum(0.0, u[None, :] - on[:, None]) / sc[:, None]) ** shape)
+    ahead = u[None, :] + lag * on[:, None] * (1 - hi[None, :])
+    e = np.exp(-(np.maximum(0.0, ahead - on[:, None]) / sc[:, None]) ** shape)
     best = None
     for h in (HOVERS if hovers is None else hovers):
         sse = _grid_sse(rr, e + h * hi[None, :] * (1 - e) if h else e, y, a_grid)
@@ -886,9 +897,9 @@ def _kind_search(hi: np.ndarray, y: np.ndarray):
     grid (it would not win)."""
     a0 = np.geomspace(1e-3, 30, 46)
 
-    def search(u, umax, rr, shape, near=None):
+    def search(u, umax, rr, shape, near=None, lag=0.0):
         coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
-                         umax * np.geomspace(0.01, 20, 31), a0)
+                         umax * np.geomspace(0.01, 20, 31), a0, lag=lag)
         if near is not None and coarse[0] > 4 * near:
             return coarse
         _, a, on, sc, h = coarse
@@ -896,7 +907,7 @@ def _kind_search(hi: np.ndarray, y: np.ndarray):
         return _search(u, rr, hi, y, shape,
                        np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
                        sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
-                       [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0])
+                       [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0], lag)
     return search
 
 
@@ -948,14 +959,21 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
                       shape, near())
         if best[0] < out[0][0] - 1e-12:
             out, clock_w = (best, beta, shape, gamma, delta), oc
+    level = lambda t: thresholded(pp ** gamma, ss ** -delta * _input_factor(  # noqa: E731
+        (tt, nat, tmp, dec, ex), *t), p0)
     out, terms, xc = _fit_inputs(search, out, u * dec ** clock_w, float(u.max()), y, hi, shape,
-                                 lambda t: thresholded(pp ** gamma, ss ** -delta * _input_factor(
-                                     (tt, nat, tmp, dec, ex), *t), p0),
-                                 (tt, nat, tmp, dec, ex))
+                                 level, (tt, nat, tmp, dec, ex))
+    # the count's lag after the first lr decay, last, with everything else held
+    lag = 0.0
+    for lg in LAGS[1:]:
+        best = search(u * dec ** clock_w * ex ** xc, float(u.max()), level(terms), shape,
+                      out[0][0], lg)
+        if best[0] < out[0][0] - 1e-12:
+            out, lag = (best, beta, shape, gamma, delta), lg
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
                    nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock_w, xi=terms[4],
-                   xi_clock=xc, cap=cap, p0=p0)
+                   xi_clock=xc, cap=cap, p0=p0, lag=lag)
 
 
 def _fit_inputs(search, out, u, umax, y, hi, shape, level, columns):
@@ -1254,6 +1272,25 @@ def leave_paper_decay_out(runs: tuple[RunData, ...] | None = None) -> dict | Non
     REF_WEIGHT_DECAY, predicted by a fit to the others: whether the decay term learnt from the
     twins at 8x the per-sample lr carries to the paper's setting (None without such runs)."""
     return leave_out(lambda r: r.natural and r.temperature <= 1.0 and r.decay != 1.0, runs)
+
+
+# The clock a natural-image epoch adds at the paper's CIFAR schedule, lr x steps / (1 - momentum)
+# = 0.1 x 391 / 0.1: every natural-image run but the clock grid's replays it (0.2 x 196, 0.4 x 98)
+PAPER_EPOCH_CLOCK = 391.0
+
+
+def epoch_clock(r: RunData) -> float:
+    """A run's lr x steps / (1 - momentum) in its first epoch (RunData.lrsteps[0])."""
+    return float(r.lrsteps[0])
+
+
+def leave_clock_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
+    """The natural-image runs at another lr x steps an epoch than the paper's CIFAR schedule
+    (`--grid clock`: a quarter and twice it), predicted by a fit to the others, all of which
+    replay it: whether the clock's lr-weighted steps, rather than epochs, carry to another
+    schedule (ImageNet's is 12.8x CIFAR's; None without such runs)."""
+    return leave_out(lambda r: r.natural and abs(epoch_clock(r) / PAPER_EPOCH_CLOCK - 1) > 0.02,
+                     runs)
 
 
 def leave_bottleneck_out(runs: tuple[RunData, ...] | None = None) -> dict | None:
