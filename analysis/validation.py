@@ -1016,27 +1016,31 @@ def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
             r = weak.get(name)
             if r is None:
                 continue
-            for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
-                yield Row("C", f"trajectory model, weak lasso: {r.workload} at rho {r.rho:g}, "
-                          f"predicted by the fit without this rho; last kept fraction ({kind})",
-                          lor["final_measured" + sfx][i], lor["final_predicted" + sfx][i],
-                          "fraction", f"sim/data/prunetrain/{name}.yaml / leave-one-rho-out",
-                          status="input",
-                          note=f"first dead plain channel at epoch {lor['onset_measured'][i]} "
-                               f"(model {lor['onset_predicted'][i]}); RMS over all epochs of "
-                               f"this rho's runs {lor['rms']:.3f} (a real run, not a published "
-                               "number)")
+            yield from _final_keep_rows(
+                lor, i, f"trajectory model, weak lasso: {r.workload} at rho {r.rho:g}, predicted "
+                        "by the fit without this rho; last kept fraction ({kind})",
+                f"sim/data/prunetrain/{name}.yaml / leave-one-rho-out",
+                f"first dead plain channel at epoch {lor['onset_measured'][i]} (model "
+                f"{lor['onset_predicted'][i]}); RMS over all epochs of this rho's runs "
+                f"{lor['rms']:.3f} (a real run, not a published number)")
 
 
-def _c_clock_rows() -> Iterator[Row]:
+def _final_keep_rows(held: dict, i: int, what: str, src: str, note: str) -> Iterator[Row]:
+    """Run i of a held-out result (lasso_model.held_out): its last kept fraction per kind,
+    measured vs predicted; `what` names the row with "{kind}" where the kind goes."""
+    for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
+        yield Row("C", what.format(kind=kind), held["final_measured" + sfx][i],
+                  held["final_predicted" + sfx][i], "fraction", src, status="input", note=note)
+
+
+def _c_clock_rows(held: dict | None) -> Iterator[Row]:
     """The runs at another lr x steps an epoch (tools/prunetrain_runs.py --grid clock: ResNet-20
     at rho 0.25 with a quarter and twice the steps of its bundled 196-step twin), predicted by
-    the fit without them (lasso_model.leave_clock_out): the first dead plain channel and the
-    last kept fractions. The note sets the measured first channel against what the twin's gives
-    under a clock of lr-weighted steps (twin's epoch x its lr x steps an epoch over this run's)
-    and under one of epochs (the twin's epoch)."""
-    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut, leave_clock_out
-    held = leave_clock_out()
+    the fit without them (held: lasso_model.leave_clock_out's result): the first dead plain
+    channel and the last kept fractions. The note sets the measured first channel against what
+    the twin's gives under a clock of lr-weighted steps (twin's epoch x its lr x steps an epoch
+    over this run's) and under one of epochs (the twin's epoch)."""
+    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut
     if held is None:
         return
     runs = {r.name: r for r in bundled_runs()}
@@ -1056,14 +1060,12 @@ def _c_clock_rows() -> Iterator[Row]:
                   float(pred) if pred is not None else "never", "epoch",
                   f"sim/data/prunetrain/{name}.yaml / leave_clock_out", status="input",
                   note=f"{twin_note} (real runs, not a published number)")
-        for kind, sfx in (("plain spaces", ""), ("residual nodes", "_residual")):
-            yield Row("C", f"trajectory model, another lr x steps an epoch: {what}; last kept "
-                      f"fraction ({kind}), predicted by the fit without such runs",
-                      held["final_measured" + sfx][i], held["final_predicted" + sfx][i],
-                      "fraction", f"sim/data/prunetrain/{name}.yaml / leave_clock_out",
-                      status="input",
-                      note=f"RMS over all epochs of the held-out runs {held['rms']:.3f} (a real "
-                           "run, not a published number)")
+        yield from _final_keep_rows(
+            held, i, f"trajectory model, another lr x steps an epoch: {what}; last kept fraction "
+                     "({kind}), predicted by the fit without such runs",
+            f"sim/data/prunetrain/{name}.yaml / leave_clock_out",
+            f"RMS over all epochs of the held-out runs {held['rms']:.3f} (a real run, not a "
+            "published number)")
 
 
 def _c_stage_spread_rows() -> Iterator[Row]:
@@ -1169,7 +1171,7 @@ def _c_network_note(wl_name, classes, rho, interval, epochs, batch) -> str:
 def rows_c(quick: bool = False) -> Iterator[Row]:
     from sim.methods import parse_method
     from sim.system.cluster import load_cluster
-    from sim.system.lasso_model import bundled_fit, leave_one_out
+    from sim.system.lasso_model import bundled_fit, leave_clock_out, leave_one_out
     from sim.system.prunetrain import apply_widths, lasso_trajectory, simulate_run
     from sim.workload import load_workload
     dense_m = parse_method("dense")
@@ -1192,7 +1194,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_held_out_rows()
         yield from _c_weak_lasso_rows(by_rho)
-        yield from _c_clock_rows()
+        yield from _c_clock_rows(leave_clock_out())
         yield from _c_stage_spread_rows()
         yield from _c_block_death_rows()
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1

@@ -98,6 +98,34 @@ def test_other_setting_rows_split_the_authors_resnet50_miss():
     assert not _past_last_decay(doc, 182)
 
 
+def test_clock_rows_set_each_clock_run_against_its_twin_under_both_clocks():
+    """The runs at a quarter and twice the lr x steps an epoch (--grid clock): one onset row and
+    one row per kind each, from the held-out result handed in; the note gives the 196-step twin's
+    first dead channel and where a clock of lr-weighted steps or of epochs puts this run's. The
+    measured onsets are the lr-step clock's to within one epoch (56 / 7 against 14 x 4 / 14 / 2)."""
+    from analysis.validation import _c_clock_rows
+    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut
+    runs = [r for r in bundled_runs() if r.natural and round(epoch_clock(r)) in (98, 784)]
+    assert len(runs) == 2
+    held = {"names": [r.name for r in runs], "rms": 0.1,
+            "onset_measured": [first_cut(r.keep_plain) for r in runs], "onset_predicted": [9, None],
+            "final_measured": [0.2, 0.6], "final_predicted": [0.1, 0.9],
+            "final_measured_residual": [0.5, 0.6], "final_predicted_residual": [0.5, 0.7]}
+    rows = list(_c_clock_rows(held))
+    assert len(rows) == 6 and all(r.status == "input" for r in rows)
+    assert list(_c_clock_rows(None)) == []
+    onsets = [r for r in rows if "first dead plain channel" in r.what]
+    assert onsets[1].modeled == "never"
+    for r, row in zip(runs, onsets):
+        assert row.published == first_cut(r.keep_plain)
+        assert "its 196-step twin's first dead plain channel: epoch 14" in row.note
+        lr_steps = 14 * 392 / epoch_clock(r)
+        assert f"puts this run's at {lr_steps:.0f}, one of epochs at 14" in row.note
+        assert abs(row.published - lr_steps) <= 1
+    plain = next(r for r in rows if "(plain spaces)" in r.what and r.published == 0.6)
+    assert plain.modeled == 0.9 and "predicted by the fit without such runs" in plain.what
+
+
 def test_weak_lasso_rows_name_each_weak_run_with_its_leave_one_rho_out_prediction():
     """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, bundled since session 23): one row
     per kind and weak run, from the leave-one-rho-out result handed in; the note names the first
