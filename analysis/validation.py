@@ -1040,19 +1040,24 @@ def _c_clock_rows(held: dict | None) -> Iterator[Row]:
     channel and the last kept fractions. The note sets the measured first channel against what
     the twin's gives under a clock of lr-weighted steps (twin's epoch x its lr x steps an epoch
     over this run's) and under one of epochs (the twin's epoch)."""
-    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut
+    from sim.system.lasso_model import PAPER_EPOCH_CLOCK, bundled_runs, epoch_clock, first_cut
     if held is None:
         return
     runs = {r.name: r for r in bundled_runs()}
     for i, name in enumerate(held["names"]):
         r = runs[name]
         twin = runs.get(re.sub(r"-s\d+-", "-s196-", name))
-        ratio = epoch_clock(r) / epoch_clock(twin) if twin else float("nan")
         on = first_cut(twin.keep_plain) if twin else None
-        twin_note = (f"its 196-step twin's first dead plain channel: epoch {on}; a clock of "
-                     f"lr-weighted steps puts this run's at {on / ratio:.0f}, one of epochs at "
-                     f"{on}" if on is not None else "no 196-step twin bundled")
-        what = f"{r.workload} at rho {r.rho:g}, {ratio:g}x its twin's lr x steps an epoch"
+        if twin is None or on is None:
+            what = (f"{r.workload} at rho {r.rho:g}, {epoch_clock(r) / PAPER_EPOCH_CLOCK:.2g}x "
+                    "the paper's lr x steps an epoch")
+            twin_note = "no 196-step twin bundled that prunes"
+        else:
+            ratio = epoch_clock(r) / epoch_clock(twin)
+            what = f"{r.workload} at rho {r.rho:g}, {ratio:g}x its twin's lr x steps an epoch"
+            twin_note = (f"its 196-step twin's first dead plain channel: epoch {on}; a clock of "
+                         f"lr-weighted steps puts this run's at {on / ratio:.0f}, one of epochs "
+                         f"at {on}")
         meas, pred = held["onset_measured"][i], held["onset_predicted"][i]
         yield Row("C", f"trajectory model, another lr x steps an epoch: {what}; first dead "
                   "plain channel, predicted by the fit without such runs",

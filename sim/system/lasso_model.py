@@ -50,10 +50,10 @@ count once the lr, and the SGD noise that holds them up, is 10x smaller (ResNet-
 of the lr x steps an epoch, whose cut was under way at the decay: docs/system.md, session 24).
 The clock is lr-weighted steps, not epochs, on natural images too: at 1/4, 1 and 2x the paper's
 lr x steps an epoch the first dead channel came at epoch 56 / 14 / 7 (`--grid clock`). beta, m,
-gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept fractions (plain NumPy grid
-search, fit_runs; stored in fit.json). Widths are sampled at reconfiguration epochs (every
-`interval` epochs), width = max(1, round(keep * C)), or 0 for the inner spaces of a block the
-death model kills (sim.system.block_death, with_dead_blocks); the network input and the
+gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept
+fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
+reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)), or 0 for the
+inner spaces of a block the death model kills (sim.system.block_death, with_dead_blocks); the network input and the
 classifier outputs are never pruned. No published Table 1 number enters the fit.
 
 Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
@@ -922,8 +922,9 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
     some run has another label count), nu (natural images), eta (natural images at another
     per-sample lr), omega (another weight decay) and xi (bottleneck networks) on the level with
     the clock held (_refine_inputs), and the clock refitted at the best, then the expansion's
-    clock exponent xi_clock (CLOCK_XIS) with those held; twice (_fit_inputs). clock: (beta, cap)
-    held (fit_clock_cap's) instead of the BETAS grid."""
+    clock exponent xi_clock (CLOCK_XIS) with those held; twice (_fit_inputs). Last the count's
+    lag after the first lr decay (LAGS, KindFit.lag). clock: (beta, cap) held (fit_clock_cap's)
+    instead of the BETAS grid."""
     search = _kind_search(hi, y)
     cap = clock[1] if clock else 0.0
     clk = lambda beta: np.concatenate([r.u(beta, cap) for r in runs])  # noqa: E731
@@ -963,7 +964,8 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
         (tt, nat, tmp, dec, ex), *t), p0)
     out, terms, xc = _fit_inputs(search, out, u * dec ** clock_w, float(u.max()), y, hi, shape,
                                  level, (tt, nat, tmp, dec, ex))
-    # the count's lag after the first lr decay, last, with everything else held
+    # the count's lag after the first lr decay, last: the clock and a searched again with it,
+    # beta, shape, gamma, delta, p0 and the input terms held
     lag = 0.0
     for lg in LAGS[1:]:
         best = search(u * dec ** clock_w * ex ** xc, float(u.max()), level(terms), shape,
