@@ -215,13 +215,18 @@ CAP_CHECK_GRID = [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r 
 # (docs/system.md), fitted since.
 CLOCK_GRID = [RunConfig("resnet20", 0.25, 10, **{**_C16, "epoch_steps": s}, init="he_fan_out")
               for s in (49, 392)]
+# A check of the lag (KindFit.lag), held out (`--grid clock-check --out
+# sim/data/prunetrain/pending/clock-check`, ~6 min): the rho 0.1 run of the same family at 49
+# steps an epoch, whose first dead channel the lr-step clock puts near the first lr decay (its
+# 196-step twin's at epoch 24 x 4), so the decay's release decides its cut.
+CLOCK_CHECK_GRID = [dataclasses.replace(CLOCK_GRID[0], rho=0.1)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
-         "clock": CLOCK_GRID}
+         "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID}
 
 
 class _Deadline(Exception):
