@@ -53,8 +53,9 @@ lr x steps an epoch the first dead channel came at epoch 56 / 14 / 7 (`--grid cl
 gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept
 fractions (plain NumPy grid search, fit_runs; stored in fit.json). Widths are sampled at
 reconfiguration epochs (every `interval` epochs), width = max(1, round(keep * C)), or 0 for the
-inner spaces of a block the death model kills (sim.system.block_death, with_dead_blocks); the network input and the
-classifier outputs are never pruned. No published Table 1 number enters the fit.
+inner spaces of a block the death model kills (sim.system.block_death, with_dead_blocks); the
+network input and the classifier outputs are never pruned. No published Table 1 number enters
+the fit.
 
 Within a kind the runs prune the low-resolution spaces hardest (every family of bundled runs: a
 ResNet's last-stage residual node keeps 0.2-0.6 while its first keeps ~1; VGG's 4x4 layers keep
