@@ -136,6 +136,12 @@ class Layer:
         return self.in_tensor != "x"
 
     @property
+    def depthwise(self) -> bool:
+        """A depthwise conv (groups = input = output channels): output channel c reads input
+        channel c alone, so both sides are one channel space."""
+        return self.op == "conv" and 1 < self.groups == self.c_in == self.c_out
+
+    @property
     def weight_count(self) -> int:
         if self.op == "matmul":
             return 0     # activation x activation
@@ -748,8 +754,15 @@ def workload_from_dict(doc: Any, origin: str = "<workload>",
             else:
                 make = {"conv": _conv_layer, "fc": _fc_layer, "linear": _linear_layer}[kind]
                 raw_layers.append(make(op, file, fld, chw, **ids))
-            shapes[out] = (raw_layers[-1]["c_out"], raw_layers[-1]["p"], raw_layers[-1]["q"])
-            spaces.find(out)
+            d = raw_layers[-1]
+            shapes[out] = (d["c_out"], d["p"], d["q"])
+            if kind == "conv" and 1 < d["groups"] == d["c_in"] == d["c_out"]:
+                # depthwise: output channel c is a function of input channel c alone, one space
+                # (the PruneTrain authors' MobileNet keeps the union of the adjacent pointwise
+                # convs' channels through it and leaves it out of the lasso)
+                spaces.union(ins[0], out)
+            else:
+                spaces.find(out)
         elif kind not in ("pool", "add"):
             shapes[out], ps = _token_op(kind, op, file, fld, chw, lname, {})
             extra += ps

@@ -353,9 +353,26 @@ def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
         "features.28": 100, "features.31": 100}
     assert classifier_floor(_with_classes(load_workload("resnet32"), 100), 100) == {
         "layer3.4.conv2": 64}
-    assert classifier_floor(load_workload("resnet50-imagenet"), 1000) == {"layer4.2.conv3": 1000}
+    # no terminal phase on ImageNet's schedule: no floor (NOT_INTERPOLATED)
+    assert classifier_floor(load_workload("resnet50-imagenet"), 1000) == {}
+    assert classifier_floor(load_workload("mobilenet-imagenet"), 1000) == {}
     # token-wise spaces share one "map size": no stage to find, no floor
     assert classifier_floor(load_workload("gpt2-small"), 50257) == {}
+
+
+def test_every_authors_imagenet_network_ends_below_the_class_count_at_the_classifier():
+    """The data behind NOT_INTERPOLATED: each of the authors' final ImageNet networks (ResNet-50
+    and MobileNet, sim/data/authors) feeds its 1000-way classifier fewer than 1000 channels, where
+    their CIFAR-100 VGG-11 keeps more than its 100 classes."""
+    from analysis.validation import AUTHORS_DIR, _authors_setting
+    from sim.system.prunetrain import load_trajectory
+    seen = {}
+    for f in sorted(AUTHORS_DIR.glob("*.yaml")):
+        w, classes, *_ = _authors_setting(f)
+        seen[f.stem] = (load_trajectory(f, w).widths_at(0)[w.layers[-1].name][0], classes)
+    imagenet = {k: c for k, (c, n) in seen.items() if n == 1000}
+    assert len(imagenet) == 5 and all(c < 1000 for c in imagenet.values()), imagenet
+    assert seen["vgg11-cifar100-rho0.3"][0] >= 100
 
 
 def test_spread_floor_raises_only_the_floored_spaces():
@@ -968,3 +985,22 @@ def test_a_rho_below_the_threshold_prunes_nothing_and_the_trajectory_says_so():
     assert "lasso threshold of the plain spaces" in tr.source and "residual nodes" in tr.source
     tr = lasso_trajectory(w, 0.2, 10, 182, 128)
     assert apply_widths(w, tr.widths_at(181)).macs() < w.macs() and "threshold" not in tr.source
+
+
+def test_depthwise_convs_are_out_of_the_lasso_and_tied_in_trajectory_files(tmp_path):
+    """The authors leave MobileNet's depthwise convs out of the group lasso: R0 and the group count
+    are the pointwise convs' and the FC's alone. A trajectory file that gives a depthwise conv two
+    widths is refused, naming the file and the layer."""
+    from sim.errors import ConfigError
+    from sim.system.lasso_model import init_group_norms
+    from sim.system.prunetrain import load_trajectory
+    from sim.workload import load_workload
+    mb = load_workload("mobilenet-imagenet")
+    pw = [l for l in mb.layers if not l.depthwise]
+    g = sum(l.c_out + (l.c_in if l.name != "conv1" and l.op == "conv" else 0)
+            for l in pw if l.op == "conv") + 1024
+    assert init_group_norms(mb, "he_fan_out")[1] == g
+    f = tmp_path / "t.yaml"
+    f.write_text("schema: 1\nworkload: mobilenet-imagenet\npoints:\n  0:\n    conv4: [64, 60]\n")
+    with pytest.raises(ConfigError, match=r"t\.yaml.*conv4.*depthwise"):
+        load_trajectory(f, mb)

@@ -21,7 +21,7 @@ ZOO = ["cnn2", "resnet9", "resnet14", "resnet20", "resnet32", "resnet56",
        "resnet18-cifar", "resnet34-cifar", "resnet50-cifar", "resnet101-cifar", "resnet152-cifar",
        "resnet18-imagenet", "resnet34-imagenet", "resnet50-imagenet", "resnet101-imagenet",
        "resnet152-imagenet", "vgg11-cifar", "vgg13-cifar", "vgg19-cifar", "alexnet-cifar",
-       "regnetx-400mf"]
+       "regnetx-400mf", "mobilenet-imagenet"]
 
 # Published parameter counts and forward multiply-accumulates per sample (conv + linear layers).
 # torchvision's model pages print "GFLOPS", but the figure counts one multiply-accumulate as one
@@ -42,6 +42,11 @@ PUBLISHED = {
         # num_params 5495976, _ops 0.414 (docs page: GFLOPS 0.41)
         "params": 5_495_976, "macs": 0.414e9,
         "source": "torchvision regnet_x_400mf weights meta (num_params, _ops)"},
+    "mobilenet-imagenet": {
+        # Howard et al. 2017, "MobileNets", Table 1 / 8: 1.0 MobileNet-224, 569 million
+        # mult-adds, 4.2 million parameters
+        "params": 4.2e6, "macs": 569e6,
+        "source": "Howard et al. 2017, Table 8 (1.0 MobileNet-224)"},
     "resnet20": {
         # He et al. 2016, Table 6: ResNet-20 0.27M params (option A shortcuts; ours are option B,
         # +2.8k params). MACs: chenyaofo/CIFAR-pretrained-models README, "FLOPs 40.81M" counting
@@ -366,3 +371,21 @@ def test_prunetrain_cifar_resnet50_is_the_authors_network():
     assert fc.op == "fc" and fc.c_in == 256 and fc.c_out == 10
     assert load_workload("resnet50-bt-cifar100").layers[-1].c_out == 100
     assert 0.77e6 < w.params() < 0.79e6
+
+
+def test_a_depthwise_conv_is_one_channel_space_and_narrows_with_its_groups():
+    """MobileNet's depthwise convs (groups = channels): output channel c reads input channel c
+    alone, so both sides are one space (the PruneTrain authors keep one channel set through it);
+    narrowing it keeps one group per channel. Grouped convs that mix channels (RegNet) stay two
+    spaces."""
+    from sim.system.trajectory import apply_widths
+    mb = load_workload("mobilenet-imagenet")
+    dw = {l.name: l for l in mb.layers}["conv4"]
+    assert dw.depthwise and dw.in_space == dw.out_space == "conv3" and dw.stride == 2
+    assert not {l.name: l for l in mb.layers}["conv5"].depthwise
+    narrow = {l.name: l for l in apply_widths(mb, {"conv4": (40, 40)}).layers}["conv4"]
+    assert (narrow.c_in, narrow.c_out, narrow.groups, narrow.weight_count) == (40, 40, 40, 360)
+    with pytest.raises(ValueError, match="depthwise"):
+        apply_widths(mb, {"conv4": (40, 41)})
+    rg = next(l for l in load_workload("regnetx-400mf").layers if l.groups > 1)
+    assert not rg.depthwise and rg.in_space != rg.out_space

@@ -412,13 +412,41 @@ def regnetx_400mf() -> Net:
     return n
 
 
+# MobileNet v1 1.0-224 (Howard et al. 2017, Table 1): (pointwise width, depthwise stride) of its
+# 13 depthwise-separable blocks
+_MOBILENET = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 \
+    + [(1024, 2), (1024, 1)]
+
+
+def mobilenet_imagenet() -> Net:
+    n = Net("mobilenet-imagenet", "MobileNet v1 (1.0, 224), ImageNet",
+            "Howard et al. 2017, 'MobileNets: Efficient Convolutional Neural Networks for Mobile "
+            "Vision Applications', Table 1; layer names as in the PruneTrain authors' "
+            "models/imagenet/mobilenet_ori.py (github.com/VictorSuciu/PruneTrain-Dynamic)",
+            "imagenet", IMAGENET,
+            notes="""A 3x3/2 conv of 32 channels, then 13 depthwise-separable blocks (a 3x3
+            depthwise conv, groups = channels, carrying the stride, then a 1x1 pointwise conv),
+            every conv followed by BN and ReLU, a 7x7 average pool and one 1024->1000 linear.
+            Convs are numbered in order (conv1 the stem, even numbers depthwise), as in the
+            PruneTrain authors' MobileNet, whose pruned forms they ran on ImageNet.""")
+    x = n.conv("conv1", "x", 32, 3, stride=2, pad=1, bn=True, relu=True)
+    c, i = 32, 2
+    for width, stride in _MOBILENET:
+        x = n.conv(f"conv{i}", x, c, 3, stride=stride, pad=1, groups=c, bn=True, relu=True)
+        x = n.conv(f"conv{i + 1}", x, width, 1, bn=True, relu=True)
+        c, i = width, i + 2
+    x = n.pool("avgpool", x, "avg", global_=True)
+    n.fc("fc", x, 1000)
+    return n
+
+
 def zoo() -> list[Net]:
     return ([cnn2(), resnet9()]
             + [resnet_cifar_he(d) for d in (14, 20, 32, 56)]
             + [resnet_cifar_kuangliu(d) for d in (18, 34, 50, 101, 152)]
             + [resnet_imagenet(d) for d in (18, 34, 50, 101, 152)]
             + [vgg_cifar(d) for d in (11, 13, 19)]
-            + [alexnet_cifar(), regnetx_400mf()]
+            + [alexnet_cifar(), regnetx_400mf(), mobilenet_imagenet()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
             + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
                resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True),

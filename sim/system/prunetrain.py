@@ -220,8 +220,12 @@ def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
                 raise ConfigError(file, f, "width 0 removes the layer, which PruneTrain does only "
                                   "to a residual block's path (its convs up to the add); "
                                   f"{n} is on none (use 1 for a space with one channel left)")
-            if l.groups > 1 and (a, b) != (l.c_in, l.c_out):
-                raise ConfigError(file, f, "grouped convs cannot be narrowed by this model")
+            if l.depthwise and a != b:
+                raise ConfigError(file, f, f"a depthwise conv's input and output are one channel "
+                                  f"space: widths ({a}, {b}) must agree")
+            if l.groups > 1 and not l.depthwise and (a, b) != (l.c_in, l.c_out):
+                raise ConfigError(file, f, "grouped convs cannot be narrowed by this model "
+                                  "(depthwise convs can)")
             ws.append((n, a, b))
         pts.append((e, tuple(ws)))
     if not pts:

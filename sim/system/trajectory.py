@@ -34,9 +34,19 @@ def apply_widths(workload: Workload, widths: dict[str, tuple[int, int]]) -> Work
         return workload
     dead = frozenset(n for n, (a, b) in widths.items() if a == 0 or b == 0)
     base = without_paths(workload, dead) if dead else workload
-    layers = tuple(replace(l, c_in=widths[l.name][0], c_out=widths[l.name][1])
-                   if l.name in widths else l for l in base.layers)
+    layers = tuple(_narrowed(l, *widths[l.name]) if l.name in widths else l for l in base.layers)
     return replace(base, layers=layers)
+
+
+def _narrowed(layer, c_in: int, c_out: int):
+    """The layer at c_in x c_out; a depthwise conv (groups = channels) keeps one group per
+    channel, so its groups follow its width."""
+    if layer.depthwise:
+        if c_in != c_out:
+            raise ValueError(f"depthwise conv {layer.name}: {c_in} input and {c_out} output "
+                             f"channels (one channel space, they must agree)")
+        return replace(layer, c_in=c_in, c_out=c_out, groups=c_in)
+    return replace(layer, c_in=c_in, c_out=c_out)
 
 
 @dataclass(frozen=True)
