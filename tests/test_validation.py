@@ -230,3 +230,39 @@ def test_time_course_rows_split_a_training_flops_miss_into_course_and_end_point(
                                            r"([+-][\d.]+)", course.note)[0]]
     assert sum(shares) == pytest.approx(100 * (0.65 - 0.70), abs=0.11)
     assert shares[0] < 0 < shares[1]    # too fast a course, too wide an end point
+
+
+def test_third_party_reruns_load_as_shrinking_trajectories_of_the_cifar100_vgg11():
+    """sim/data/reruns: the channels of two runs of the authors' code at Table 1's CIFAR-100
+    VGG-11 setting, read from their logs. Each loads against the workload, starts dense, and no
+    point widens a layer (PruneTrain only removes channels)."""
+    from sim.system.prunetrain import load_trajectory
+    from sim.workload import load_workload
+    w = v._with_classes(load_workload("vgg11-cifar"), 100)
+    files = sorted(v.RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml"))
+    assert len(files) == 2
+    for f in files:
+        tr = load_trajectory(f, w)
+        epochs = [e for e, _ in tr.points]
+        assert epochs[0] == 0 and all(a < b for a, b in zip(epochs, epochs[1:]))
+        first = tr.widths_at(0)
+        assert all(first[l.name] == (l.c_in, l.c_out) for l in w.layers), f
+        for a, b in zip(epochs, epochs[1:]):
+            wa, wb = tr.widths_at(a), tr.widths_at(b)
+            assert all(wb[n][1] <= wa[n][1] for n in wa), (f, a, b)
+
+
+def test_rerun_rows_feed_the_engine_each_runs_channels():
+    """The rows' engine numbers are the run's own: training FLOPs between the final inference
+    FLOPs and dense, c in (0, 1); the run at half the lr x steps an epoch (196) cut less than
+    the one at Table 1's 391, as the clock of lr-weighted steps says it should."""
+    from sim.system.cluster import load_cluster
+    one = {v.CIFAR_GPU: load_cluster(v.CIFAR_GPU).with_devices(1)}
+    rows = list(v._c_rerun_rows(one))
+    assert len(rows) == 8 and all(r.status == "input" for r in rows)
+    by = {(r.what.split(": ")[1].split(",")[0], "391" if "Table 1's setting" in r.what
+           else "196"): r.modeled for r in rows}
+    for s in ("391", "196"):
+        tr, inf = by[("training FLOPs vs dense", s)], by[("inference FLOPs vs dense", s)]
+        assert inf < tr < 100 and 0 < by[("pruning time course c", s)] < 1
+    assert by[("inference FLOPs vs dense", "196")] > by[("inference FLOPs vs dense", "391")]
