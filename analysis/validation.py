@@ -1703,8 +1703,9 @@ def _c_authors_mobilenet_rows() -> Iterator[Row]:
         src = f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, 90 epochs"
         last = [space_channels(n)[w.layers[-1].in_space] for n in nets.values()]
         yield Row("C", f"ImageNet MobileNet rho {rho:g}: kept channels, the model's final network "
-                  f"vs the authors' mobilenet_{f.stem[-2:]}", round(100 * kept(nets["authors'"]), 1),
-                  100 * kept(nets["model's"]), "%", src, status="input",
+                  f"vs the authors' mobilenet_{f.stem[-2:]}",
+                  round(100 * kept(nets["authors'"]), 1), 100 * kept(nets["model's"]), "%", src,
+                  status="input",
                   note="held-out check (no MobileNet run is fitted; epoch not recorded): the "
                        "chain kind's level and spread on ImageNet; classifier input "
                        f"{last[0]} (authors') / {last[1]} (model's) of 1024")
