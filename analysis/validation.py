@@ -1173,7 +1173,8 @@ def _c_rerun_rows(one) -> Iterator[Row]:
     for steps, f in sorted(files.items(), reverse=True):
         src = f"{f.relative_to(REPO)} / {w.name} / {epochs} epochs b{batch}"
         theirs = run(load_trajectory(f, w))
-        # the run's schedule: lr 0.1 at `steps` an epoch (196: an effective batch of 256)
+        # the run's schedule: lr 0.1 at `steps` an epoch (196: an effective batch of 256), its
+        # decays at --schedule 91 136 (1-based) of 180 epochs, not scaled to them
         sched = lm.Schedule(50_000, epochs, 50_000 // steps, 0.1, (90, 135), 0.9,
                             f.stem, lm.CIFAR_WEIGHT_DECAY)
         ours = run(lm.model_trajectory(w, rho, interval, sched))

@@ -72,6 +72,12 @@ _TOP_KEYS_OPTIONAL = {"schema", "description", "source", "dataset", "classes", "
                       "params"}
 
 
+def is_depthwise(groups: int, c_in: int, c_out: int) -> bool:
+    """A depthwise conv (groups = input = output channels): output channel c reads input channel c
+    alone, so both sides are one channel space."""
+    return 1 < groups == c_in == c_out
+
+
 @dataclass(frozen=True)
 class Layer:
     """A conv or FC layer with its inferred geometry. FC is a 1x1 conv on a 1x1 map.
@@ -137,9 +143,7 @@ class Layer:
 
     @property
     def depthwise(self) -> bool:
-        """A depthwise conv (groups = input = output channels): output channel c reads input
-        channel c alone, so both sides are one channel space."""
-        return self.op == "conv" and 1 < self.groups == self.c_in == self.c_out
+        return self.op == "conv" and is_depthwise(self.groups, self.c_in, self.c_out)
 
     @property
     def weight_count(self) -> int:
@@ -756,10 +760,9 @@ def workload_from_dict(doc: Any, origin: str = "<workload>",
                 raw_layers.append(make(op, file, fld, chw, **ids))
             d = raw_layers[-1]
             shapes[out] = (d["c_out"], d["p"], d["q"])
-            if kind == "conv" and 1 < d["groups"] == d["c_in"] == d["c_out"]:
-                # depthwise: output channel c is a function of input channel c alone, one space
-                # (the PruneTrain authors' MobileNet keeps the union of the adjacent pointwise
-                # convs' channels through it and leaves it out of the lasso)
+            if kind == "conv" and is_depthwise(d["groups"], d["c_in"], d["c_out"]):
+                # one space (the PruneTrain authors' MobileNet keeps the union of the adjacent
+                # pointwise convs' channels through it and leaves it out of the lasso)
                 spaces.union(ins[0], out)
             else:
                 spaces.find(out)
