@@ -71,3 +71,23 @@ def test_wide_groups_keep_the_grouped_gemm_when_it_is_faster():
     assert k.kernel == "gemm" and k.details["algorithm"] == "grouped GEMM"
     direct = direct_grouped_conv(hw, g, "fp16")
     assert k.seconds < direct.seconds and "direct kernel" in k.details["rejected"]
+
+
+def test_nm_pruned_depthwise_agbp_takes_the_direct_kernel_and_says_so():
+    """SDGP's n:m groups run along dO's channels; a depthwise AGBP reduces over one channel's taps,
+    so its sparse grouped GEMM has nothing to skip. The engine picks the dense direct kernel,
+    as for a dense dO (no slower than dense), and names the rejected sparse GEMM; an ungrouped
+    conv keeps its sparse GEMM."""
+    from types import SimpleNamespace
+
+    from sim.engines.gpu.gemm import gemm_phase
+    hw = load_hwconfig("a100-sxm4-40gb")
+    w = _net(64, 56)
+    mr = SimpleNamespace(nm=None, params={"nm": "2:4"})
+    dw = lower(w.layer("dw"), 64)["agbp"]
+    (k,) = gemm_phase(hw, dw, mr, "nm", "fp16")
+    assert k.kernel == "direct-conv" and "n:m sparse grouped GEMM" in k.details["rejected"]
+    assert k.seconds <= sum(x.seconds for x in _phase(dw, hw)) * (1 + 1e-9)
+    assert "direct kernel" in k.details["fallback"]
+    (kp,) = gemm_phase(hw, lower(w.layer("pw"), 64)["agbp"], mr, "nm", "fp16")
+    assert kp.kernel == "gemm" and "fallback" not in kp.details

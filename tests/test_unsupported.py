@@ -95,7 +95,10 @@ def test_fallback_field_in_records_layers_and_csv(dw_trace, tmp_path):
     # V100 has no sparse tensor cores: SDGP's pruned convs (c_in > 3) run dense there
     fb = recs[("v100-sxm2", "sdgp-mag")]["fallback"]
     assert fb.startswith("3 layer(s) dense") and "no fp16 sparse tensor cores for 2:4" in fb
-    assert recs[("a100-sxm4-40gb", "sdgp-mag")]["fallback"] is None
+    # A100 has them, but the grouped convs' AGBP (depthwise b1.dw, 4-channel groups g4) reduces
+    # over too few channels a group for them: the dense direct kernel is faster, and said so
+    fa = recs[("a100-sxm4-40gb", "sdgp-mag")]["fallback"]
+    assert fa.startswith("2 layer(s) dense") and "direct kernel is faster" in fa
     assert recs[("v100-sxm2", "dense")]["fallback"] is None
     layers = [r for r in st.records("layer") if r["hw"] == "v100-sxm2" and r["method_id"] == "sdgp-mag"]
     assert {r["layer"] for r in layers if r["fallback"]} == {"b1.dw", "b1.pw", "g4"}

@@ -20,7 +20,8 @@ The model, from the outside in (docs/engines/tensorcore.md has the long form):
   when the hwconfig lists the pattern (`sparse_rate: m/n`); otherwise the GEMM falls back to dense
   with a warning.
 - Grouped / depthwise convs: the faster of the grouped GEMM and a direct CUDA-core kernel, as
-  cuDNN's heuristics pick one algorithm per call. The col2im of a strided ("scatter") AGBP and a
+  cuDNN's heuristics pick one algorithm per call; also where a method n:m-prunes the operand
+  (a depthwise AGBP has nothing for the sparse tensor cores to skip; the record says so). The col2im of a strided ("scatter") AGBP and a
   method's own work are streaming kernels (sim/engines/gpu/stream.py).
 """
 from __future__ import annotations
@@ -479,13 +480,21 @@ def gemm_phase(hw: HwConfig, gemm, mr, structure: str, dtype: str) -> list[Kerne
                        sparse=sparse, a_unique=gemm.a_elems, b_unique=gemm.b_elems,
                        c_out=c_out, **common)
     direct = None
-    if gemm.groups > 1 and sparse is None:
-        # grouped / depthwise convs: the faster of the grouped GEMM and a direct kernel, as
-        # cuDNN's heuristics pick one algorithm per call
+    if gemm.groups > 1:
+        # grouped / depthwise convs: the faster of the grouped GEMM (n:m sparse where the method
+        # prunes the operand) and a direct kernel, as cuDNN's heuristics pick one algorithm per
+        # call. A depthwise AGBP reduces over one channel's taps, so n:m groups along the
+        # channels leave its sparse GEMM nothing to skip; the direct kernel reads the pruned
+        # operand dense
         direct = direct_grouped_conv(hw, gemm, dtype)
         gemm_s = kr.seconds + (col2im(hw, gemm, dtype).seconds if gemm.form == "scatter" else 0.0)
         if direct.seconds < gemm_s:
-            direct.details["rejected"] = f"grouped GEMM {gemm_s * 1e6:.2f} us"
+            what = "n:m sparse grouped GEMM" if sparse is not None else "grouped GEMM"
+            direct.details["rejected"] = f"{what} {gemm_s * 1e6:.2f} us"
+            if sparse is not None:
+                note = "n:m structure: the dense direct kernel is faster than the sparse GEMM"
+                if "sparse_fallback" in kr.details:     # no sparse tensor cores: the first why
+                    direct.details["sparse_fallback"] = kr.details["sparse_fallback"]
             kr = direct
         else:
             kr.details["algorithm"] = "grouped GEMM"
