@@ -21,8 +21,9 @@ The model, from the outside in (docs/engines/tensorcore.md has the long form):
   with a warning.
 - Grouped / depthwise convs: the faster of the grouped GEMM and a direct CUDA-core kernel, as
   cuDNN's heuristics pick one algorithm per call; also where a method n:m-prunes the operand
-  (a depthwise AGBP has nothing for the sparse tensor cores to skip; the record says so). The col2im of a strided ("scatter") AGBP and a
-  method's own work are streaming kernels (sim/engines/gpu/stream.py).
+  (a depthwise AGBP has nothing for the sparse tensor cores to skip; the record says so). The
+  col2im of a strided ("scatter") AGBP and a method's own work are streaming kernels
+  (sim/engines/gpu/stream.py).
 """
 from __future__ import annotations
 
