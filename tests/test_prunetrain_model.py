@@ -1004,3 +1004,25 @@ def test_depthwise_convs_are_out_of_the_lasso_and_tied_in_trajectory_files(tmp_p
     f.write_text("schema: 1\nworkload: mobilenet-imagenet\npoints:\n  0:\n    conv4: [64, 60]\n")
     with pytest.raises(ConfigError, match=r"t\.yaml.*conv4.*depthwise"):
         load_trajectory(f, mb)
+
+
+def test_prunetrain_runs_mobilenet_with_its_depthwise_convs_narrowed_with_their_space():
+    """End to end on ImageNet MobileNet: the model's trajectory narrows every depthwise conv to the
+    width of the space it reads and writes (groups = channels), and the run trains fewer FLOPs,
+    in less time, than dense."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import apply_widths, lasso_trajectory, simulate_run
+    from sim.workload import load_workload
+    w = load_workload("mobilenet-imagenet")
+    tr = lasso_trajectory(w, 0.2, 5, 90, 256)
+    net = apply_widths(w, tr.widths_at(89))
+    dws = [l for l in net.layers if l.groups > 1]
+    assert len(dws) == 13 and all(l.depthwise and l.groups == l.c_in < 1024 for l in dws[-1:])
+    assert all(l.groups == l.c_in == l.c_out for l in dws)
+    cl = load_cluster("gtx1080ti-11gb")
+    d = simulate_run(w, cl, parse_method("dense"), epochs=90, batch=64)
+    p = simulate_run(w, cl, parse_method("prunetrain:rho=0.2,interval=5"), epochs=90, batch=64,
+                     trajectory=tr)
+    assert sum(e.flops for e in p.epochs) < 0.8 * sum(e.flops for e in d.epochs)
+    assert p.train_seconds < d.train_seconds
