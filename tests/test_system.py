@@ -223,11 +223,13 @@ def test_parametric_trajectory_shrinks_and_keeps_io():
 
 def test_trajectory_files(tmp_path):
     w = load_workload("resnet32")
-    l = w.layers[1]
+    l, nxt = w.layers[1], w.layers[2]          # a block's two convs and the space between them
     csvf = tmp_path / "t.csv"
-    csvf.write_text(f"epoch,layer,c_in,c_out\n10,{l.name},{l.c_in - 1},{l.c_out - 3}\n")
+    csvf.write_text(f"epoch,layer,c_in,c_out\n10,{l.name},{l.c_in},{l.c_out - 3}\n"
+                    f"10,{nxt.name},{nxt.c_in - 3},{nxt.c_out}\n")
     tr = load_trajectory(csvf, w)
-    assert tr.widths_at(12) == {l.name: (l.c_in - 1, l.c_out - 3)} and tr.widths_at(3) == {}
+    assert tr.widths_at(12) == {l.name: (l.c_in, l.c_out - 3), nxt.name: (nxt.c_in - 3, nxt.c_out)}
+    assert tr.widths_at(3) == {}
     y = tmp_path / "t.yaml"
     y.write_text(f"points:\n  10:\n    {l.name}: [{l.c_in}, {l.c_out + 1}]\n")
     with pytest.raises(ConfigError) as e:
@@ -325,3 +327,22 @@ def test_cli_train_json_and_errors(capsys, tmp_path):
     rc = main(["train", "--workload", "resnet20", "--cluster", "nope-cluster", "--method", "dense"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "nope-cluster" in err
+
+
+def test_a_trajectory_whose_layers_disagree_on_a_shared_space_is_one_line(tmp_path, capsys):
+    """A point where a conv writes 60 channels into a space its consumer reads at 64 (listed, or
+    left out and so dense) describes no network: refused naming the file, the epoch and the
+    layer, before any number is computed."""
+    from sim.cli import main
+    f = tmp_path / "t.yaml"
+    f.write_text("workload: vgg11-cifar\npoints:\n  0:\n    features.0: [3, 60]\n")
+    rc = main(["train", "--workload", "vgg11-cifar", "--cluster", "titan-xp-12gb", "--method",
+               "prunetrain", "--trajectory", str(f)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "t.yaml" in err and "points.0.features.4 (not listed: dense)" in err
+    assert "60" in err and "64" in err
+    f.write_text("workload: vgg11-cifar\npoints:\n  0:\n    features.0: [3, 60]\n"
+                 "    features.4: [60, 128]\n")
+    assert main(["train", "--workload", "vgg11-cifar", "--cluster", "titan-xp-12gb", "--method",
+                 "prunetrain", "--trajectory", str(f)]) == 0

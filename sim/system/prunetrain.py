@@ -4,8 +4,9 @@ compute, communication and FLOPs, for any method (dense is the trivial trajector
 Channel trajectory: per layer (c_in, c_out) from epoch e on. Either a file
   YAML: {schema: 1, workload: NAME, points: {EPOCH: {LAYER: [c_in, c_out], ...}, ...}}
   CSV : header epoch,layer,c_in,c_out
-(a layer missing from a point keeps its dense widths; a point holds until the next one), or the
-parametric model below. Widths change only at reconfiguration epochs (every `interval` epochs).
+(a layer missing from a point keeps its dense widths; a point holds until the next one; the layers
+that write and read one channel space must agree on its width, a depthwise conv's two sides
+included), or the parametric model below. Widths change only at reconfiguration epochs (every `interval` epochs).
 
 Parametric model (documented assumptions, NOT fitted to the published Table 1): every channel space
 s (tensors tied by residual adds and pools share one, sim.workload) keeps the fraction
@@ -227,10 +228,34 @@ def _trajectory(raw: dict, workload: Workload, file: str) -> Trajectory:
                 raise ConfigError(file, f, "grouped convs cannot be narrowed by this model "
                                   "(depthwise convs can)")
             ws.append((n, a, b))
+        _check_shared_spaces(workload, raw[e], file, e)
         pts.append((e, tuple(ws)))
     if not pts:
         raise ConfigError(file, "points", "no trajectory points")
     return Trajectory(tuple(pts), f"file {file}")
+
+
+def _check_shared_spaces(workload: Workload, point: dict, file: str, epoch: int) -> None:
+    """Every layer that writes or reads a channel space must see one width there (a producer
+    writing 60 channels to a consumer reading 64 is no network); layers a point leaves out keep
+    their dense widths, and a removed residual path's layers (a width 0) are skipped."""
+    chans = space_channels(workload)
+    seen: dict[str, tuple[int, str]] = {}
+    for l in workload.layers:
+        a, b, fld = point.get(l.name, (l.c_in, l.c_out, None))
+        if a == 0 or b == 0:
+            continue
+        per = l.c_in // chans[l.in_space] if l.op == "fc" else 1
+        if a % per:
+            raise ConfigError(file, fld, f"an FC layer reading {per} positions a channel needs "
+                              f"a multiple of {per} inputs, got {a}")
+        for space, width, side in ((l.in_space, a // per, "reads"), (l.out_space, b, "writes")):
+            other = seen.setdefault(space, (width, l.name))
+            if other[0] != width:
+                raise ConfigError(file, fld or f"points.{epoch}.{l.name} (not listed: dense)",
+                                  f"{l.name} {side} {width} channels of a space {other[1]} has "
+                                  f"at {other[0]} (layers sharing a channel space keep one "
+                                  "width)")
 
 
 # ------------------------------------------------------------------------------------ FLOPs
