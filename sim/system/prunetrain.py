@@ -6,7 +6,8 @@ Channel trajectory: per layer (c_in, c_out) from epoch e on. Either a file
   CSV : header epoch,layer,c_in,c_out
 (a layer missing from a point keeps its dense widths; a point holds until the next one; the layers
 that write and read one channel space must agree on its width, a depthwise conv's two sides
-included), or the parametric model below. Widths change only at reconfiguration epochs (every `interval` epochs).
+included), or the parametric model below. Widths change only at reconfiguration epochs (every
+`interval` epochs).
 
 Parametric model (documented assumptions, NOT fitted to the published Table 1): every channel space
 s (tensors tied by residual adds and pools share one, sim.workload) keeps the fraction
