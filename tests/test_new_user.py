@@ -66,8 +66,9 @@ def test_train_notes_drop_the_roofline_clause_when_the_engine_timed(capsys):
 
 
 def test_prunetrain_on_a_depthwise_workload_does_not_divide_by_zero(capsys):
-    # PruneTrain's width model narrows the depthwise conv below its group count (an empty GEMM);
-    # this used to end in ZeroDivisionError inside the tensor-core engine's L2 model
+    # PruneTrain's width model once narrowed the depthwise conv below its group count (an empty
+    # GEMM), which ended in ZeroDivisionError inside the tensor-core engine's L2 model; since
+    # session 25 a depthwise conv is one space with its input and its groups follow its width
     rc, out, err = _train(capsys, "--workload", TINY, "--epochs", "30", "--batch", "64",
                           "--train-samples", "50000", "--method", "prunetrain")
     assert rc == 0 and "Traceback" not in err and "speedup" in out

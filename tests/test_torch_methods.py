@@ -407,3 +407,62 @@ def test_cli_capture_method_flag(tmp_path, capsys):
                "--out", str(tmp_path / "x"), "--method", "sdgp-mag:nm=5:4"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(err) == 1 and "--method" in err[0] and "n:m" in err[0]
+
+
+def _mobilenet_block_workload():
+    """A stem, two depthwise-separable blocks (the second strided) and a classifier."""
+    return workload_from_dict({"schema": 1, "name": "dw-net", "input": {"channels": 3,
+                               "height": 16, "width": 16}, "layers": [
+        {"name": "conv1", "op": "conv", "in": "x", "out": "conv1", "c_out": 8, "kernel": 3,
+         "pad": 1, "bn": True, "relu": True},
+        {"name": "conv2", "op": "conv", "in": "conv1", "out": "conv2", "c_out": 8, "kernel": 3,
+         "pad": 1, "groups": 8, "bn": True, "relu": True},
+        {"name": "conv3", "op": "conv", "in": "conv2", "out": "conv3", "c_out": 16, "kernel": 1,
+         "bn": True, "relu": True},
+        {"name": "conv4", "op": "conv", "in": "conv3", "out": "conv4", "c_out": 16, "kernel": 3,
+         "stride": 2, "pad": 1, "groups": 16, "bn": True, "relu": True},
+        {"name": "conv5", "op": "conv", "in": "conv4", "out": "conv5", "c_out": 16, "kernel": 1,
+         "bn": True, "relu": True},
+        {"name": "pool", "op": "pool", "in": "conv5", "out": "pool", "kind": "avg",
+         "global": True},
+        {"name": "fc", "op": "fc", "in": "pool", "out": "fc", "c_out": 10}]})
+
+
+def test_prunetrain_reconfigures_depthwise_convs_with_the_space_they_share():
+    """A channel the pointwise convs on both sides of a depthwise conv leave unused is removed
+    from all three, the depthwise conv keeping one group per channel, and the network computes
+    what it did; the depthwise weights neither join the lasso nor keep a channel alive (they are
+    not regularised, as in the authors' MobileNet). A grouped conv that mixes channels is refused
+    before training."""
+    wl = _mobilenet_block_workload()
+    torch.manual_seed(2)
+    model = build_model(wl)
+    x, y = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    mods = model.prunesim_layer_modules
+    drop = [1, 4, 6]
+    with torch.no_grad():           # space conv3 (conv3 writes it, conv4 is on it, conv5 reads)
+        mods["conv3"].weight[drop] = 0
+        mods["conv5"].weight[:, drop] = 0
+    pt = CM.PruneTrain(wl, interval=1, batch=4)
+    weights = {l.name: mods[l.name].weight.detach().numpy() for l in wl.layers}
+    r = CM.group_lasso_torch(model, wl)
+    assert float(r.detach()) == pytest.approx(group_lasso_norm(wl, weights), rel=1e-6)
+    plan = pt.plan(model)
+    assert plan.layer_c_out == {"conv1": 8, "conv2": 8, "conv3": 13, "conv4": 13, "conv5": 16,
+                                "fc": 10}
+    model.eval()
+    ref = model(x)
+    new_wl = CM.shrink_workload(wl, plan.layer_c_out)
+    dw = new_wl.layer("conv4")
+    assert (dw.c_in, dw.c_out, dw.groups) == (13, 13, 13) and dw.depthwise
+    new, _ = CM.rebuild(model, wl, new_wl, plan, opt)
+    new.eval()
+    torch.testing.assert_close(new(x), ref, rtol=1e-5, atol=1e-5)
+    assert new.prunesim_layer_modules["conv4"].groups == 13
+    assert plan.density(wl) < 1
+    g4 = load_workload(str(Path(__file__).parent / "data" / "mobilenet-tiny.yaml"))
+    with pytest.raises(CaptureError, match="g4.*grouped convs that mix channels"):
+        CM.PruneTrain(g4, interval=1, batch=4)

@@ -239,6 +239,8 @@ def group_lasso_torch(model, workload: Workload):
     first = workload.layers[0].name
     terms = []
     for l in workload.layers:
+        if l.depthwise:
+            continue        # the authors leave depthwise convs out of the lasso
         w = mods[l.name].weight
         if l.op == "conv":
             terms.append(torch.linalg.vector_norm(w.flatten(1), dim=1).sum())
@@ -289,6 +291,8 @@ def shrink_workload(workload: Workload, c_out: dict[str, int]) -> Workload:
     for op in doc["layers"]:
         op = dict(op)
         if op.get("op") in ("conv", "fc") and op["name"] in c_out:
+            if workload.layer(op["name"]).depthwise:
+                op["groups"] = int(c_out[op["name"]])     # one group per kept channel
             op["c_out"] = int(c_out[op["name"]])
         ops.append(op)
     doc["layers"] = ops
@@ -331,6 +335,13 @@ class PruneTrain:
             # channel removal slices a conv weight C_out-first; a deconv's is C_in-first
             raise CaptureError(self.workload.origin, deconv, "PruneTrain's channel removal is "
                                "modeled for convs and FC layers, not transposed convs")
+        grouped = next((l.name for l in self.workload.layers
+                        if l.groups > 1 and not l.depthwise), None)
+        if grouped is not None:
+            # refused before training, not at the first reconfiguration
+            raise CaptureError(self.workload.origin, grouped, "PruneTrain's channel removal is "
+                               "modeled for depthwise convs, not for grouped convs that mix "
+                               "channels")
         self.base_batch = self.batch
         if self.mem_budget is None:
             self.mem_budget = training_bytes(self.workload, self.batch)
@@ -358,6 +369,8 @@ class PruneTrain:
         count = 0
         with torch.no_grad():
             for l in self.workload.layers:
+                if l.depthwise:
+                    continue    # no lasso group; its space follows the pointwise convs around it
                 w = mods[l.name].weight
                 buf = opt.state.get(w, {}).get("momentum_buffer") if opt is not None else None
                 masks = []
@@ -432,11 +445,10 @@ def rebuild(model, old_wl: Workload, new_wl: Workload, plan, opt=None):
         return torch.as_tensor(np.flatnonzero(mask), device=p0.device)
 
     for l in old_wl.layers:
-        if l.groups > 1:
-            raise CaptureError(old_wl.origin, l.name, "PruneTrain reconfiguration of grouped convs "
-                               "is not supported")
         ko = dev(plan.space_keep[l.out_space])
-        if l.op == "fc":
+        if l.depthwise:
+            ki = dev(np.ones(1, bool))      # its weight is (C, 1, R, S): one input a group
+        elif l.op == "fc":
             per = l.c_in // chans[l.in_space]
             ki = dev(np.repeat(plan.space_keep[l.in_space], per))
         else:

@@ -61,7 +61,8 @@ class ChannelPlan:
         after = 0
         for l in workload.layers:
             cin = self.layer_c_in[l.name]
-            after += self.layer_c_out[l.name] * (cin // l.groups if l.groups > 1 else cin) * l.r * l.s
+            per_out = 1 if l.depthwise else (cin // l.groups if l.groups > 1 else cin)
+            after += self.layer_c_out[l.name] * per_out * l.r * l.s
         return after / before
 
 
@@ -86,6 +87,10 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
     last = workload.layers[-1].name
     keep = {s: np.zeros(c, bool) for s, c in chans.items()}
     for l in workload.layers:
+        if l.depthwise:
+            # out of the lasso, it neither keeps nor drops a channel: the pointwise convs around
+            # it decide its space (the authors' _makeSparse keeps their union through it)
+            continue
         w = weights[l.name]
         if l.name == last and l.op == "fc":
             keep[l.out_space][:] = True          # the classifier's outputs are never pruned
@@ -113,10 +118,13 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
 
 def group_lasso_norm(workload: Workload, weights: dict[str, np.ndarray]) -> float:
     """R = sum over layers of input-channel and output-channel group L2 norms (authors' groups:
-    input channels of every conv but the first, output channels of every conv, FC input columns)."""
+    input channels of every conv but the first, output channels of every conv, FC input columns;
+    depthwise convs have none)."""
     total = 0.0
     first = workload.layers[0].name
     for l in workload.layers:
+        if l.depthwise:
+            continue        # the authors leave depthwise convs out of the lasso
         w = np.asarray(weights[l.name], dtype=np.float64)
         if l.op == "conv":
             total += np.sqrt((w ** 2).reshape(w.shape[0], -1).sum(axis=1)).sum()
