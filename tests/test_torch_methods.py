@@ -341,15 +341,21 @@ def _zero_space_channels(model, wl, space, chans):
                     mods[l.name].weight[:, chans] = 0
 
 
-@pytest.mark.parametrize("name", ["resnet14", "vgg11-cifar"])
-def test_prunetrain_reconfiguration_keeps_function(name):
-    wl = load_workload(name)
-    torch.manual_seed(1)
+def _one_sgd_step(wl, seed: int, side: int):
+    """(model, its SGD optimizer with momentum after one step on 4 random images, the images)."""
+    torch.manual_seed(seed)
     model = build_model(wl)
-    x, y = torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3])
+    x, y = torch.randn(4, 3, side, side), torch.tensor([0, 1, 2, 3])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     F.cross_entropy(model(x), y).backward()
     opt.step()
+    return model, opt, x
+
+
+@pytest.mark.parametrize("name", ["resnet14", "vgg11-cifar"])
+def test_prunetrain_reconfiguration_keeps_function(name):
+    wl = load_workload(name)
+    model, opt, x = _one_sgd_step(wl, seed=1, side=32)
     convs = [l for l in wl.layers if l.op == "conv"]
     # a plain space (inside a block) and, for ResNets, a residual space shared by a whole stage
     _zero_space_channels(model, wl, convs[1].out_space, [0, 3, 5])
@@ -435,12 +441,7 @@ def test_prunetrain_reconfigures_depthwise_convs_with_the_space_they_share():
     not regularised, as in the authors' MobileNet). A grouped conv that mixes channels is refused
     before training."""
     wl = _mobilenet_block_workload()
-    torch.manual_seed(2)
-    model = build_model(wl)
-    x, y = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    F.cross_entropy(model(x), y).backward()
-    opt.step()
+    model, opt, x = _one_sgd_step(wl, seed=2, side=16)
     mods = model.prunesim_layer_modules
     drop = [1, 4, 6]
     with torch.no_grad():           # space conv3 (conv3 writes it, conv4 is on it, conv5 reads)

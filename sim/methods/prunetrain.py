@@ -87,7 +87,7 @@ def channel_plan(workload: Workload, weights: dict[str, np.ndarray],
     last = workload.layers[-1].name
     keep = {s: np.zeros(c, bool) for s, c in chans.items()}
     for l in workload.layers:
-        if l.depthwise:
+        if l.depthwise and l.name != first:
             # out of the lasso, it neither keeps nor drops a channel: the pointwise convs around
             # it decide its space (the authors' _makeSparse keeps their union through it)
             continue
