@@ -1120,6 +1120,12 @@ def _authors_stage_keep(w, widths) -> dict[str, list[float]]:
             for kind, ss in (("plain", plain), ("residual", res))}
 
 
+def _course(train: float, inf: float) -> float:
+    """c = (training - inference FLOPs) / (1 - inference FLOPs), both vs dense: the share of the
+    final cut still to come, averaged over the run."""
+    return (train - inf) / (1 - inf)
+
+
 def _c_course_rows(label, pf, pinf, fr, inf, src) -> Iterator[Row]:
     """The pruning's time course apart from its end point. With a network that ends at inference
     FLOPs f and trains at t (both vs dense), c = (t - f) / (1 - f) is the share of the final
@@ -1127,7 +1133,7 @@ def _c_course_rows(label, pf, pinf, fr, inf, src) -> Iterator[Row]:
     published c follows from Table 1's two FLOPs columns. Error budget: the model's final network
     on the paper's time course, f_model + c_paper (1 - f_model), leaves the end point's share of
     the training-FLOPs miss; the rest is the time course's."""
-    c_pub, c_mod = (pf - pinf) / (1 - pinf), (fr - inf) / (1 - inf)
+    c_pub, c_mod = _course(pf, pinf), _course(fr, inf)
     level = (inf - pinf) * (1 - c_pub)
     course = (c_mod - c_pub) * (1 - inf)
     yield Row("C", f"{label}: pruning time course, share of the final cut still to come "
@@ -1167,7 +1173,7 @@ def _c_rerun_rows(one) -> Iterator[Row]:
                          trajectory=tr)
         fr = sum(e.flops for e in p.epochs) / sum(e.flops for e in d.epochs)
         inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
-        return fr, inf, (fr - inf) / (1 - inf), p.train_seconds / d.train_seconds
+        return fr, inf, _course(fr, inf), p.train_seconds / d.train_seconds
     files = {int(f.stem.split("-")[-1][:-5]): f
              for f in RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml")}
     for steps, f in sorted(files.items(), reverse=True):
@@ -1182,7 +1188,7 @@ def _c_rerun_rows(one) -> Iterator[Row]:
                 f"{steps} steps an epoch (half the lr x steps of Table 1's)")
         for i, (name, pub, unit) in enumerate((("training FLOPs vs dense", 100 * pf, "%"),
                                                ("inference FLOPs vs dense", 100 * pinf, "%"),
-                                               ("pruning time course c", (pf - pinf) / (1 - pinf),
+                                               ("pruning time course c", _course(pf, pinf),
                                                 "fraction"),
                                                (f"training time vs dense, {CIFAR_GPU}",
                                                 100 * ptimes[CIFAR_GPU], "%"))):
@@ -1649,6 +1655,13 @@ def _c_memory_rows() -> Iterator[Row]:
                        f"pytorch-eager profile's activation_overhead) {100 * c.error:+.1f} %")
 
 
+def _kept_fraction(net, dense: dict, spaces) -> float:
+    """The share of `spaces`' channels (dense: their counts in the unpruned network) `net` keeps."""
+    from sim.methods.prunetrain import space_channels
+    c = space_channels(net)
+    return sum(c[s] for s in spaces) / sum(dense[s] for s in spaces)
+
+
 def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
     """The model's ImageNet ResNet-50 kept channels, plain spaces and residual nodes apart, at the
     end of the paper's 90 epochs against the authors' resnet50_flat_01 / _02 / _03. Their run
@@ -1665,9 +1678,6 @@ def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
     dense = space_channels(w)
     kinds = dict(zip(("plain spaces", "residual nodes"), _kinds(w)))
 
-    def kept(net, ss):
-        c = space_channels(net)
-        return sum(c[s] for s in ss) / sum(dense[s] for s in ss)
     for tag, rho in (("01", 0.1), ("02", 0.2), ("03", 0.3)):
         f = AUTHORS_DIR / f"resnet50-imagenet-{tag}.yaml"
         theirs = apply_widths(w, load_trajectory(f, w).widths_at(0))
@@ -1675,7 +1685,8 @@ def _c_authors_imagenet_keep_rows() -> Iterator[Row]:
         for kind, ss in kinds.items():
             yield Row("C", f"ImageNet ResNet-50 rho {rho}: kept channels of the {kind}, the "
                       f"model's final network vs the authors' resnet50_flat_{tag}",
-                      round(100 * kept(theirs, ss), 1), 100 * kept(ours, ss), "%",
+                      round(100 * _kept_fraction(theirs, dense, ss), 1),
+                      100 * _kept_fraction(ours, dense, ss), "%",
                       f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, 90 epochs",
                       status="input",
                       note="trajectory check (not a Table 1 figure; rho from the authors' file "
@@ -1697,15 +1708,12 @@ def _c_authors_mobilenet_rows() -> Iterator[Row]:
                 "model's": apply_widths(w, _authors_model_network(f))}
         dense = space_channels(w)
         spaces = [s for s in dense if s not in (w.layers[0].in_space, w.layers[-1].out_space)]
-
-        def kept(net):
-            c = space_channels(net)
-            return sum(c[s] for s in spaces) / sum(dense[s] for s in spaces)
         src = f"{f.relative_to(AUTHORS_DIR.parents[2])} / lasso-dose model, 90 epochs"
         last = [space_channels(n)[w.layers[-1].in_space] for n in nets.values()]
         yield Row("C", f"ImageNet MobileNet rho {rho:g}: kept channels, the model's final network "
                   f"vs the authors' mobilenet_{f.stem[-2:]}",
-                  round(100 * kept(nets["authors'"]), 1), 100 * kept(nets["model's"]), "%", src,
+                  round(100 * _kept_fraction(nets["authors'"], dense, spaces), 1),
+                  100 * _kept_fraction(nets["model's"], dense, spaces), "%", src,
                   status="input",
                   note="held-out check (no MobileNet run is fitted; epoch not recorded): the "
                        "chain kind's level and spread on ImageNet; classifier input "
