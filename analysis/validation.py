@@ -1153,11 +1153,12 @@ def _c_course_rows(label, pf, pinf, fr, inf, src) -> Iterator[Row]:
 
 def _c_rerun_rows(one) -> Iterator[Row]:
     """Error budget of the CIFAR-100 VGG-11 rows from real trajectories of Table 1's own setting:
-    two runs of the authors' code by a third party (sim/data/reruns, from the console logs in
+    three runs of the authors' code by a third party (sim/data/reruns, from the console logs in
     github.com/VictorSuciu/prunetrain flop_logs/; 180 epochs). The engine fed each run's channels
     (training and inference FLOPs, the time course c, the TITAN Xp step time, all as Table 1's
     rows count them) against Table 1, and the model at the run's own schedule against the run.
-    The 391-step run is the paper's setting; the 196-step one took half the steps an epoch."""
+    The 391-step run is the paper's setting; the 196-step one took half the steps an epoch; the
+    otf one (one process) kept lr 0.1 to epoch 150."""
     from sim.methods import parse_method
     from sim.system import lasso_model as lm
     from sim.system.prunetrain import apply_widths, load_trajectory, simulate_run
@@ -1174,17 +1175,22 @@ def _c_rerun_rows(one) -> Iterator[Row]:
         fr = sum(e.flops for e in p.epochs) / sum(e.flops for e in d.epochs)
         inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
         return fr, inf, _course(fr, inf), p.train_seconds / d.train_seconds
-    files = {int(f.stem.split("-")[-1][:-5]): f
-             for f in RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml")}
-    for steps, f in sorted(files.items(), reverse=True):
+    # (file, steps an epoch, 0-based lr decays): the run-script runs decay at --schedule 91 136
+    # (1-based) of 180 epochs, not scaled to them; the one-process otf run has no --schedule, so
+    # cifar.py's default 150 225 (lr 0.1 to epoch 150) applies
+    files = [(f, int(f.stem.split("-")[-1][:-5]), (90, 135))
+             for f in RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml")]
+    files = sorted(files, key=lambda t: -t[1]) + [(RERUNS_DIR / "vgg11-cifar100-rho0.2-otf.yaml",
+                                                  391, (149,))]
+    for f, steps, decays in files:
         src = f"{f.relative_to(REPO)} / {w.name} / {epochs} epochs b{batch}"
         theirs = run(load_trajectory(f, w))
-        # the run's schedule: lr 0.1 at `steps` an epoch (196: an effective batch of 256), its
-        # decays at --schedule 91 136 (1-based) of 180 epochs, not scaled to them
-        sched = lm.Schedule(50_000, epochs, 50_000 // steps, 0.1, (90, 135), 0.9,
+        # the run's schedule: lr 0.1 at `steps` an epoch (196: an effective batch of 256)
+        sched = lm.Schedule(50_000, epochs, 50_000 // steps, 0.1, decays, 0.9,
                             f.stem, lm.CIFAR_WEIGHT_DECAY)
         ours = run(lm.model_trajectory(w, rho, interval, sched))
-        what = ("Table 1's setting" if steps == 391 else
+        what = ("Table 1's setting" if steps == 391 and decays == (90, 135) else
+                "Table 1's setting but lr 0.1 to epoch 150, one process" if steps == 391 else
                 f"{steps} steps an epoch (half the lr x steps of Table 1's)")
         for i, (name, pub, unit) in enumerate((("training FLOPs vs dense", 100 * pf, "%"),
                                                ("inference FLOPs vs dense", 100 * pinf, "%"),

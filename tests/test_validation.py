@@ -262,10 +262,55 @@ def test_rerun_rows_feed_the_engine_each_runs_channels():
     from sim.system.cluster import load_cluster
     one = {v.CIFAR_GPU: load_cluster(v.CIFAR_GPU).with_devices(1)}
     rows = list(v._c_rerun_rows(one))
-    assert len(rows) == 8 and all(r.status == "input" for r in rows)
-    by = {(r.what.split(": ")[1].split(",")[0], "391" if "Table 1's setting" in r.what
-           else "196"): r.modeled for r in rows}
-    for s in ("391", "196"):
+    assert len(rows) == 12 and all(r.status == "input" for r in rows)
+    by = {(r.what.split(": ")[1].split(",")[0], "otf" if "epoch 150" in r.what else
+           "391" if "Table 1's setting" in r.what else "196"): r.modeled for r in rows}
+    for s in ("391", "196", "otf"):
         tr, inf = by[("training FLOPs vs dense", s)], by[("inference FLOPs vs dense", s)]
         assert inf < tr < 100 and 0 < by[("pruning time course c", s)] < 1
     assert by[("inference FLOPs vs dense", "196")] > by[("inference FLOPs vs dense", "391")]
+
+
+def test_v100_times_are_whole_runs_that_agree_where_they_ran_the_same_network():
+    """sim/data/reruns/vgg11-cifar100-v100-times.yaml: 180 finite positive epoch times per run;
+    each pruned run's trajectory file loads; and the runs that trained the same dense network at
+    the same batch on the same GPU type (epochs 2-10, before any reconfiguration) time it within
+    5 % of each other: a transcription error of an epoch's time would break it."""
+    import math
+    from sim.system.prunetrain import load_trajectory
+    from sim.workload import load_workload
+    w = v._with_classes(load_workload("vgg11-cifar"), 100)
+    runs = v._v100_runs()
+    assert {"standard", "otf", "dynamic", "tensor", "otf-tensor", "otf-tensor2",
+            "dynamic-tensor"} <= set(runs)
+    for name, run in runs.items():
+        steps = v._run_step_seconds(run)
+        assert len(steps) == 180 and all(math.isfinite(x) and x > 0 for x in steps), name
+        if "trajectory" in run:
+            assert load_trajectory(v.RERUNS_DIR / run["trajectory"], w).points[0][0] == 0
+    for group in (("standard", "otf", "dynamic"), ("tensor", "otf-tensor", "otf-tensor2")):
+        dense = [v._mean_at(v._run_step_seconds(runs[k]), range(1, 10)) for k in group]
+        assert max(dense) / min(dense) < 1.05, (group, dense)
+
+
+def test_settled_epochs_leave_out_each_intervals_first():
+    """The first epoch of every 10 (0-based 0, 10, 20, ...) re-tunes cuDNN after a
+    reconfiguration or restart and is left out of the step-time means."""
+    assert v._settled(range(0, 21)) == [e for e in range(1, 20) if e != 10]
+    assert v._mean_at([9.0] + [1.0] * 9 + [9.0] + [3.0] * 9, range(20)) == 2.0
+
+
+def test_v100_rows_compare_the_engine_with_each_measured_run():
+    """Engine vs the V100 logs: the dense step is one computed row; each fp32 pruned run gives a
+    pruned/dense ratio below 1 on both sides; the 196-step runs are measured only (precision
+    not logged); the slope row relates the two over the settled epochs."""
+    rows = list(v._c_v100_measured_rows())
+    assert len(rows) == 7
+    dense, otf, whole, dyn, slope = rows[:5]
+    assert dense.unit == "ms" and dense.status == "ok" and dense.modeled > 0
+    for r in (otf, whole, dyn):
+        assert r.status == "ok" and 0 < r.published < 1 and 0 < r.modeled < 1, r.what
+    assert "otf.txt" in otf.what and "dynamic.txt" in dyn.what
+    assert slope.status == "qualitative" and 0 < slope.modeled < 2
+    assert all(r.status == "not-modeled" and r.modeled is None and 0 < r.published < 1.1
+               for r in rows[5:])
