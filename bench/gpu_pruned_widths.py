@@ -37,7 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
-RUN_FILES = {"otf": "vgg11-cifar100-rho0.2-otf.yaml", "dynamic": "vgg11-cifar100-rho0.2-391steps.yaml"}
+RUN_FILES = {"otf": "vgg11-cifar100-rho0.2-otf.yaml",
+             "dynamic": "vgg11-cifar100-rho0.2-391steps.yaml"}
 
 
 def networks(round_to: int = 8) -> dict[str, dict[str, int]]:
