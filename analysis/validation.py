@@ -1446,6 +1446,7 @@ def _settled(epochs) -> list[int]:
 
 
 def _mean_at(steps: list[float], epochs) -> float:
+    """Mean seconds a step over the settled epochs among `epochs`."""
     return statistics.mean(steps[e] for e in _settled(epochs))
 
 
@@ -1506,7 +1507,7 @@ def _c_v100_measured_rows() -> Iterator[Row]:
             meas_run = sum(run["epoch_seconds"]) / sum(runs["standard"]["epoch_seconds"])
             yield Row("C", "whole-run training time, pruned (otf.txt) vs dense (standard.txt), "
                       "one V100, the same cifar.py", round(meas_run, 3),
-                      res.train_seconds / (sum(dense_eng) * 391), "x", src,
+                      res.train_seconds / dense_res.train_seconds, "x", src,
                       note="sums of the logs' 180 train_epoch_time_s, cuDNN re-tuning after each "
                            "reconfiguration included (the engine does not model it); training "
                            f"FLOPs of the run {_flops_share(res, dense_res):.3f} of dense")
