@@ -1520,6 +1520,33 @@ def _c_v100_measured_rows() -> Iterator[Row]:
                    "step matches (row above), so the engine's pruned steps are too fast: see "
                    "docs/system.md, 'The engine against a real V100'")
     yield from _c_v100_196_rows(runs, w)
+    yield from _c_v100_resnet50_row()
+
+
+# NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training
+# performance: NVIDIA DGX-1 16GB (8x V100 16GB)", 1 GPU, FP32 (pytorch-21.03 NGC container);
+# batch 112 from configs.yml (resnet50, DGX1V, FP32): img/s
+NV_RESNET50_V100_FP32 = 367.0
+NV_RESNET50_V100_BATCH = 112
+
+
+def _c_v100_resnet50_row() -> Iterator[Row]:
+    """The engine's dense V100 fp32 step on a large network, against NVIDIA's published training
+    throughput: the same engine as the VGG-11 rows above, where a CIFAR step is small."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import simulate_run
+    from sim.workload import load_workload
+    w, b = load_workload("resnet50-imagenet"), NV_RESNET50_V100_BATCH
+    r = simulate_run(w, load_cluster("prunetrain-v100-128").with_devices(1),
+                     parse_method("dense"), epochs=1, batch=b, samples=10 * b)
+    step = r.epochs[0].seconds / r.epochs[0].iterations
+    yield Row("C", "dense ResNet-50 v1.5 training throughput, one V100 SXM2 16GB fp32, batch 112 "
+              "(NVIDIA DeepLearningExamples, DGX-1)", NV_RESNET50_V100_FP32, b / step, "img/s",
+              f"prunetrain-v100-128 (one GPU) / {w.name} / pytorch-eager b{b}",
+              note=f"engine step {1e3 * step:.1f} ms; NVIDIA's figure includes data loading and "
+                   "its mixup and label smoothing; the VGG-11 CIFAR-100 step above is 1/20 of "
+                   "this one, so per-step costs the engine leaves out weigh 20x more there")
 
 
 def _least_squares(x: list[float], y: list[float]) -> tuple[float, float]:

@@ -305,7 +305,9 @@ def test_v100_rows_compare_the_engine_with_each_measured_run():
     pruned/dense ratio below 1 on both sides; the 196-step runs are measured only (precision
     not logged); the slope row relates the two over the settled epochs."""
     rows = list(v._c_v100_measured_rows())
-    assert len(rows) == 7
+    assert len(rows) == 8
+    r50 = rows.pop()
+    assert r50.unit == "img/s" and r50.status == "ok" and r50.modeled > 0
     dense, otf, whole, dyn, slope = rows[:5]
     assert dense.unit == "ms" and dense.status == "ok" and dense.modeled > 0
     for r in (otf, whole, dyn):
