@@ -1485,18 +1485,17 @@ def _c_v100_measured_rows() -> Iterator[Row]:
         steps, (eng, res) = _run_step_seconds(run), engine(tr)
         # the last 40 epochs: the network within a few channels of its final one
         final, tens = range(140, 180), [range(a, a + 10) for a in range(140, 180, 10)]
-        meas, mod = (_mean_at(steps, final) / _mean_at(steps, range(1, 10)),
-                     _mean_at(eng, final) / _mean_at(eng, range(1, 10)))
+        (m_end, m_dense), (e_end, e_dense) = ((_mean_at(x, final), _mean_at(x, range(1, 10)))
+                                              for x in (steps, eng))
+        meas, mod = m_end / m_dense, e_end / e_dense
         macs = apply_widths(w, tr.widths_at(179)).macs() / w.macs()
         spread = [1e3 * _mean_at(steps, t) for t in tens]
         yield Row("C", f"pruned / dense step time of one V100 run, its last 40 epochs vs its "
                   f"dense epochs 2-10: {run['log']}", round(meas, 3), mod, "x",
                   src + f" / {run['trajectory']}",
-                  note=f"measured {1e3 * _mean_at(steps, final):.2f} vs "
-                       f"{1e3 * _mean_at(steps, range(1, 10)):.2f} ms (10-epoch means "
+                  note=f"measured {1e3 * m_end:.2f} vs {1e3 * m_dense:.2f} ms (10-epoch means "
                        f"{min(spread):.2f}-{max(spread):.2f} ms at near-equal widths), engine "
-                       f"{1e3 * _mean_at(eng, final):.2f} vs "
-                       f"{1e3 * _mean_at(eng, range(1, 10)):.2f} ms; the final network's "
+                       f"{1e3 * e_end:.2f} vs {1e3 * e_dense:.2f} ms; the final network's "
                        f"inference MACs are {macs:.3f} of dense; the engine realizes "
                        f"{(1 - mod) / (1 - macs):.2f} of that cut in step time, the V100 "
                        f"{(1 - meas) / (1 - macs):.2f}" + ("" if "epoch_seconds" in run else
