@@ -704,17 +704,9 @@ def _b_note(e: dict) -> str:
 
 
 def _with_classes(w, classes: int):
-    """The workload with a `classes`-way classifier (CIFAR-100 from the CIFAR-10 form)."""
-    if classes == w.layers[-1].c_out:
-        return w
-    from sim.workload import workload_from_dict
-    doc = w.to_dict()
-    doc["layers"] = [dict(op) for op in doc["layers"]]
-    last = next(op for op in reversed(doc["layers"]) if op.get("op") == "fc")
-    last["c_out"] = classes
-    doc["name"] = f"{w.name}-cifar{classes}"
-    doc["dataset"] = f"cifar{classes}"
-    return workload_from_dict(doc, origin=w.origin)
+    """The workload with a `classes`-way classifier (sim.workload.with_classes)."""
+    from sim.workload import with_classes
+    return with_classes(w, classes)
 
 
 def _c_iter_share(run) -> tuple[float, float]:
@@ -1317,6 +1309,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
+        yield from _c_third_party_rows()
         yield from _c_other_setting_rows(dense_cifar)
     yield from _c_comm_rows(quick, dense_m)
 
@@ -1749,6 +1742,36 @@ def _c_measured_held_out_rows() -> Iterator[Row]:
                        f"{[round(float(m[-1]), 3) for m in meas]}, predicted "
                        f"{[round(float(p[-1]), 3) for p in pred]} (real runs, not a published "
                        "number; the last epoch is each run's own, not 182)")
+
+
+def _c_third_party_rows() -> Iterator[Row]:
+    """The trajectory model against the third-party runs of the authors' code at CIFAR-100 (run
+    records in sim/data/prunetrain/pending/third-party, widths at every reconfiguration; fitted
+    to nothing, so held out): each run's last kept fraction of the plain spaces (VGG has no
+    residual node) with the run's own inputs; RMS over its reconfiguration epochs and the first
+    cut in the note."""
+    import numpy as np
+    from sim.system.lasso_model import (PAPER_EPOCH_CLOCK, RUNS_DIR, bundled_fit, epoch_clock,
+                                        first_cut, read_run, run_epochs)
+    fit = bundled_fit()
+    for path in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml")):
+        r = read_run(path)
+        pred = fit.keep_run(r, False)
+        rms = float(np.sqrt(np.mean((pred - r.keep_plain) ** 2)))
+        ep = run_epochs(r)
+        on = [first_cut(k) for k in (r.keep_plain, pred)]
+        on = [None if i is None else int(ep[i]) for i in on]
+        yield Row("C", "trajectory model, third-party CIFAR-100 VGG-11 run of the authors' code "
+                  f"({r.name.rsplit('-thirdparty-', 1)[-1]}, "
+                  f"{epoch_clock(r) / PAPER_EPOCH_CLOCK:.2g}x the paper's lr x steps an epoch), "
+                  "held out; last kept fraction (plain spaces)", round(float(r.keep_plain[-1]), 3),
+                  round(float(pred[-1]), 3), "fraction",
+                  f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one)",
+                  status="input",
+                  note=f"RMS over its {len(ep)} reconfiguration epochs {rms:.3f}; first cut at "
+                       f"epoch {on[0]}, model {on[1]} (a real run, not a published number; "
+                       "docs/system.md session 27: joined to the fit, it fits them 2-4x "
+                       "better and Table 1's FLOPs rows worse)")
 
 
 def _c_authors_rows() -> Iterator[Row]:

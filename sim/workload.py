@@ -924,3 +924,17 @@ def load_workload(name_or_path: str | os.PathLike) -> Workload:
         tag = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         wl = dataclasses.replace(wl, name=f"{wl.name}:{tag}")
     return wl
+
+
+def with_classes(w: Workload, classes: int) -> Workload:
+    """The workload with a `classes`-way classifier (its last FC layer's outputs): CIFAR-100's
+    network from the CIFAR-10 form. The same workload when it already has that many."""
+    if classes == w.layers[-1].c_out:
+        return w
+    doc = w.to_dict()
+    doc["layers"] = [dict(op) for op in doc["layers"]]
+    last = next(op for op in reversed(doc["layers"]) if op.get("op") == "fc")
+    last["c_out"] = classes
+    doc["name"] = f"{w.name}-cifar{classes}"
+    doc["dataset"] = f"cifar{classes}"
+    return workload_from_dict(doc, origin=w.origin)

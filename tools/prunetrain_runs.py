@@ -17,7 +17,9 @@
     python tools/prunetrain_runs.py --grid resnet50 --device cuda --jobs 2 # ResNet-50's four stages, 16 x 16
     python tools/prunetrain_runs.py --grid cap-check   # ResNet-20 at rho 0.03 / 0.05: weak lassos (CPU, ~35 min each)
     python tools/prunetrain_runs.py --grid clock   # ResNet-20 at 1/4 and 2x lr x steps an epoch (~6 / ~45 min)
+    python tools/prunetrain_runs.py --grid vgg-wd --device cuda --jobs 2  # VGG-11 32x32, wd 5e-4
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
+    python tools/prunetrain_runs.py --third-party  # records of the third-party CIFAR-100 reruns
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -174,6 +176,16 @@ BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4"
 TABLE1_GRID = [RunConfig(w, r, 10, **_C) for w, r in
                (("resnet32", 0.2), ("vgg11-cifar", 0.2), ("resnet32", 0.25),
                 ("vgg11-cifar", 0.25), ("vgg13-cifar", 0.2))]
+# VGG-11 at 32 x 32 on CIFAR-10 at the authors' weight decay 5e-4: the twins of TABLE1_GRID's
+# VGG-11 runs at 1e-4 (same data, schedule, init, rho). The third-party CIFAR-100 runs of the
+# authors' code (5e-4, lasso_runs.third_party_record) start cutting at epoch ~10-20 and approach
+# slowly; the bundled 1e-4 VGG runs start at ~27 and cut fast; the ResNet-20 decay twins at 16 x
+# 16 start 2-3x sooner at 5e-4. One decay exponent of the clock cannot serve both (session 27:
+# with the CIFAR-100 runs joined to the fit, an experiment, omega_clock 0.75 -> 0.5 and the task
+# term kappa 0.25 -> 0.75). These runs tell the decay's share (chains respond less?) from the
+# classes' (CIFAR-100 slower?). Not run yet: one GPU, ~1.8 s an epoch alone (TABLE1_GRID's
+# VGG-13), both in ~10 min at --jobs 2 with --stop-after 540 --log-dir L.
+VGG_WD_GRID = [RunConfig("vgg11-cifar", r, 10, **_C, weight_decay=5e-4) for r in (0.2, 0.25)]
 # ImageNet ResNet-50's four stages (3/4/6/3 bottleneck blocks, inner 64-512, nodes 256-2048) on
 # 16 x 16 CIFAR-10 (stages at 16/8/4/2), the bottleneck-wide grid's setting step for step: the
 # spread was learnt over three stages, and the authors' ImageNet ResNet-50s prune the first stage
@@ -226,7 +238,7 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
-         "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID}
+         "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID}
 
 
 class _Deadline(Exception):
@@ -349,6 +361,11 @@ def main(argv=None) -> int:
                     help="write the run file of a grid run from its per-epoch log (a run stopped "
                          "before writing it); the note says why")
     ap.add_argument("--note", default="rebuilt from its per-epoch log")
+    ap.add_argument("--third-party", action="store_true",
+                    help="write the run records of the third-party runs of the authors' code "
+                         "(sim/data/reruns: CIFAR-100 VGG-11, widths at reconfigurations only) "
+                         "into OUT/pending/third-party, fitted to nothing (docs/system.md, "
+                         "session 27: joined to the fit, they cost Table 1's agreement)")
     ap.add_argument("--stop-after", type=float, metavar="SECONDS", default=None,
                     help="wall-clock budget from now: each run stops at its first epoch end past "
                          "it and is written from its log (needs --log-dir); runs not started by "
@@ -362,6 +379,10 @@ def main(argv=None) -> int:
         f = a.out / f"{name}.yaml"
         write_run(doc_from_log(a.from_log, c, a.note), f)
         print(f"wrote {f}")
+        return 0
+    if a.third_party:
+        for f in third_party_records(a.out / "pending" / "third-party"):
+            print(f"wrote {f}")
         return 0
     if a.write_fit:
         from sim.system.lasso_model import bundled_runs, fit_runs, write_fit
@@ -415,6 +436,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def third_party_records(out: Path) -> list[Path]:
+    """The run records of the third-party reruns (sim.system.lasso_runs.THIRD_PARTY) in `out`."""
+    from sim.system.lasso_runs import THIRD_PARTY, third_party_record
+    reruns = ROOT / "sim" / "data" / "reruns"
+    written = []
+    for traj, key in THIRD_PARTY.items():
+        doc = third_party_record(reruns / traj, reruns / "vgg11-cifar100-v100-times.yaml", key)
+        r = doc["run"]
+        f = out / (f"vgg11-cifar-cifar100-32-rho{r['rho']:g}-i{r['interval']}-e{r['epochs']}"
+                   f"-b{r['batch']}-lr{r['lr']:g}-s{r['epoch_steps']}-thirdparty-{key}.yaml")
+        write_run(doc, f)
+        written.append(f)
+    return written
+
+
 def check(path: Path, directory: Path) -> int:
     """A run against the model fitted to the runs of `directory` (held out when the run is not
     among them): the kept fraction of each kind every 10th epoch with the run's own inputs
@@ -423,7 +459,8 @@ def check(path: Path, directory: Path) -> int:
     against the death model's expectation on that spread (death_rows)."""
     from sim.errors import ConfigError
     from sim.system.block_death import death_probability
-    from sim.system.lasso_model import bundled_fit, death_rows, read_run, stage_spread
+    from sim.system.lasso_model import (bundled_fit, death_rows, read_run, run_epochs,
+                                        stage_spread)
     try:
         r = read_run(path)
     except (ConfigError, OSError) as e:
@@ -431,13 +468,14 @@ def check(path: Path, directory: Path) -> int:
         return 2
     fit = bundled_fit(str(directory))
     held = "in the fit" if r.name in fit.runs else "held out"
-    n = len(r.keep_plain)
-    print(f"{r.name}: {n} epochs, rho {r.rho:g}; model fitted to {len(fit.runs)} runs ({held})")
+    ep = run_epochs(r)
+    print(f"{r.name}: widths at {len(ep)} epochs (last {int(ep[-1])}), rho {r.rho:g}; model "
+          f"fitted to {len(fit.runs)} runs ({held})")
     kp, kr = fit.keep_run(r, False), fit.keep_run(r, True)
-    for e in sorted(set(range(9, n, 10)) | {n - 1}):
-        line = f"  epoch {e:3d}: plain {r.keep_plain[e]:.3f} (model {kp[e]:.3f})"
+    for i in sorted({i for i, e in enumerate(ep) if e % 10 == 9} | {len(ep) - 1}):
+        line = f"  epoch {int(ep[i]):3d}: plain {r.keep_plain[i]:.3f} (model {kp[i]:.3f})"
         if r.has_residual:
-            line += f", residual nodes {r.keep_residual[e]:.3f} (model {kr[e]:.3f})"
+            line += f", residual nodes {r.keep_residual[i]:.3f} (model {kr[i]:.3f})"
         print(line)
     for kind, rows in stage_spread(r, fit).items():
         print(f"  last epoch, {kind} by map depth z (measured / spread of the run's own mean): "
@@ -454,7 +492,7 @@ def check(path: Path, directory: Path) -> int:
 def report(directory: Path) -> int:
     import numpy as np
     from sim.system.lasso_model import (fit_runs, leave_bottleneck_out, leave_one_out,
-                                        leave_paper_psl_out, read_run)
+                                        leave_paper_psl_out, read_run, run_epochs)
     runs = [read_run(p) for p in sorted(directory.glob("*.yaml"))]
     print(f"{'run':64s} {'D':>6s} {'P':>6s} {'psl':>5s} {'first zero':>10s} {'u':>6s}   "
           "final kept plain / residual")
@@ -462,7 +500,7 @@ def report(directory: Path) -> int:
         k = np.minimum(r.keep_plain, r.keep_residual)
         i = int(np.argmax(k < 1.0)) if (k < 1.0).any() else None
         print(f"{r.name:64s} {r.difficulty:6.3f} {r.pressure:6.2f} {r.temperature:5.2g} "
-              f"{('-' if i is None else str(i)):>10s} "
+              f"{('-' if i is None else str(run_epochs(r)[i])):>10s} "
               f"{('-' if i is None else f'{r.u(1.0)[i]:.2f}'):>6s}   {r.keep_plain[-1]:.3f} / "
               f"{r.keep_residual[-1]:.3f}"
               + (f"   (weight decay {r.weight_decay:g})" if r.decay != 1.0 else "")

@@ -365,6 +365,13 @@ class SpaceData:
     floor: np.ndarray | None = None    # the fewest channels kept, as a fraction (classifier_floor)
     dead: np.ndarray | None = None     # epochs x spaces: no channel left (the run's `dead` records)
     stem: np.ndarray | None = None     # 1: the space the network's first conv writes (stem_spaces)
+    # the (0-based) epoch of each row of `keep`; None: a row for every epoch (RunData.epochs)
+    epochs: np.ndarray | None = None
+
+    def rows_every_5th(self) -> np.ndarray:
+        """Indices of the rows at every 5th epoch (4, 9, 14, ...): where the spread and the
+        block-death fits look."""
+        return every_5th(self.epochs, len(self.keep))
 
     def dead_or_one(self) -> np.ndarray:
         """Dead per epoch and space: the run's records, else (runs recorded before them) one
@@ -397,6 +404,10 @@ class RunData:
     classes: int = 10             # distinct labels the run was trained on
     dataset: str = "digits"
     expansion: float = 1.0        # E of the run's network (expansion())
+    # the (0-based) epoch of each row of lrsteps / keep_*: None, a row for every epoch; a run read
+    # from a console log that prints the widths at reconfigurations only has rows there
+    epochs: np.ndarray | None = None
+    first_clock: float | None = None  # lr x steps / (1 - momentum) of epoch 0 (None: lrsteps[0])
 
     @property
     def natural(self) -> float:
@@ -618,7 +629,7 @@ def _spread_rows(data: list[SpaceData], second: str | None) -> list:
     for d in data:
         if d is None or len(d.c) < 2:
             continue
-        k = d.keep[4::5] if len(d.keep) > 4 else d.keep
+        k = d.keep[d.rows_every_5th()]
         if second == "block" and d.later is not None:
             f = d.later
         elif second == "last" and d.floor is not None:
@@ -697,23 +708,54 @@ def high_lr_epochs(per_epoch: list, base_batch: int) -> np.ndarray:
     return lr >= 0.99 * lr.max()
 
 
+def every_5th(epochs: np.ndarray | None, n: int) -> np.ndarray:
+    """Indices of the rows at epochs 4, 9, 14, ... (epochs: each row's epoch; None: row i is
+    epoch i); every row where none is (fewer than five epochs)."""
+    e = np.arange(n) if epochs is None else np.asarray(epochs)
+    idx = np.flatnonzero(e % 5 == 4)
+    return idx if len(idx) else np.arange(n)
+
+
+def run_epochs(r: RunData) -> np.ndarray:
+    """The (0-based) epoch of each of a run's rows."""
+    return np.arange(len(r.lrsteps)) if r.epochs is None else r.epochs
+
+
 def read_run(path: Path) -> RunData:
     return run_from_doc(load_yaml_file(path, ConfigError), path)
 
 
 def run_from_doc(doc: dict, path: Path) -> RunData:
-    """A run file already read (its document, and the path that names it)."""
-    from sim.workload import load_workload
+    """A run file already read (its document, and the path that names it).
+
+    Every per_epoch record gives the epoch's lr, batch and steps (the clock); an epoch whose
+    widths are not known (a run read from a console log that prints them at reconfigurations
+    only) leaves out `kept` and is no row of the fit. `run.classifier` (optional) gives the
+    classifier's outputs where they differ from the workload file's (CIFAR-100's VGG-11 from
+    vgg11-cifar)."""
+    from sim.workload import load_workload, with_classes
     f = str(path)
     try:
-        run, per = doc["run"], doc["per_epoch"]
+        run, per_all = doc["run"], doc["per_epoch"]
         w = load_workload(doc["workload"])
+        if "classifier" in run:
+            w = with_classes(w, int(run["classifier"]))
         plain, res = _kinds(w)
         chans = space_channels(w)
         _, g = init_group_norms(w)
         n0 = float(run["first_group_norm"]) / g
         lam_n = float(run["lambda"]) / n0
-        lrsteps = np.cumsum([p["lr"] * p["steps"] for p in per]) / (1 - run["momentum"])
+        lrsteps = np.cumsum([p["lr"] * p["steps"] for p in per_all]) / (1 - run["momentum"])
+        rows = np.array([i for i, p in enumerate(per_all) if "kept" in p], dtype=int)
+        if len(rows) < 2:
+            raise ValueError("fewer than two per_epoch records with kept channels")
+        sampled = len(rows) < len(per_all)
+        per = [per_all[i] for i in rows]
+        lrsteps = lrsteps[rows]
+        high = high_lr_epochs(per_all, int(run["batch"]))[rows]
+        # D from the training CE where every epoch logged it (a console log may not)
+        diff = (run_difficulty(per_all, w.layers[-1].c_out)
+                if all("ce" in p for p in per_all) else float("nan"))
         frac = lambda ss: np.array([sum(p["kept"][s] for s in ss) / sum(chans[s] for s in ss)
                                     if ss else 1.0 for p in per])
 
@@ -728,18 +770,20 @@ def run_from_doc(doc: dict, path: Path) -> RunData:
                     if all("dead" in p for p in per) else None)
             return SpaceData(c, map_depth(w, ss),
                              np.array([[p["kept"][s] for s in ss] for p in per], dtype=float) / c,
-                             later, np.array([floor.get(s, 0) for s in ss]) / c, dead, stem)
+                             later, np.array([floor.get(s, 0) for s in ss]) / c, dead, stem,
+                             rows if sampled else None)
 
         return RunData(path.stem, w.name, float(run["rho"]), int(run["interval"]), lrsteps, lam_n,
                        frac(plain), frac(res), float(run["lr"]), int(run["batch"]),
-                       run_difficulty(per, w.layers[-1].c_out), float(run.get("noise", 0.0)),
-                       high_lr_epochs(per, int(run["batch"])),
+                       diff, float(run.get("noise", 0.0)), high,
                        init_scale(w, str(run.get("init", "torch"))), bool(res),
                        spaces(plain, later_blocks(w, plain, res), stem_spaces(w, plain)),
                        spaces(res),
                        float(run.get("weight_decay", 1e-4)),
                        bool(run.get("coarse", False)), classes,
-                       str(run.get("dataset", "digits")), expansion(w))
+                       str(run.get("dataset", "digits")), expansion(w),
+                       rows if sampled else None,
+                       float(per_all[0]["lr"] * per_all[0]["steps"] / (1 - run["momentum"])))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -1161,7 +1205,7 @@ def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, ...
         dead = d.dead_or_one()
         hi = _hi(r)
         rows = ([len(d.keep) - 1] if last_only else
-                [e for e in range(4, len(d.keep), 5) if not hi[e]])
+                [e for e in d.rows_every_5th() if not hi[e]])
         for e in rows:
             m = float((d.keep[e] * d.c).sum() / d.c.sum())
             xs.append(spread_keep(m, d.c, score, d.floor)[0] * d.c)
@@ -1241,12 +1285,18 @@ def held_out(train: list[RunData], test: list[RunData]) -> dict:
     fin = lambda xs: [round(float(x[-1]), 3) for x in xs]     # noqa: E731
     return {"runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
             "names": [r.name for r in test],
-            "onset_measured": [first_cut(r.keep_plain) for r in test],
-            "onset_predicted": [first_cut(f.keep_run(r, False)) for r in test],
+            "onset_measured": [_row_epoch(r, first_cut(r.keep_plain)) for r in test],
+            "onset_predicted": [_row_epoch(r, first_cut(f.keep_run(r, False))) for r in test],
             "final_measured": fin(r.keep_plain for r in test),
             "final_predicted": fin(f.keep_run(r, False) for r in test),
             "final_measured_residual": fin(r.keep_residual for r in test),
-            "final_predicted_residual": fin(f.keep_run(r, True) for r in test)}
+            "final_predicted_residual": fin(f.keep_run(r, True) for r in test),
+            "rms_plain_each": [round(float(np.sqrt(np.mean((f.keep_run(r, False) - r.keep_plain)
+                                                           ** 2))), 4) for r in test]}
+
+
+def _row_epoch(r: RunData, i: int | None) -> int | None:
+    return None if i is None else int(run_epochs(r)[i])
 
 
 def first_cut(keep) -> int | None:
@@ -1297,8 +1347,8 @@ PAPER_EPOCH_CLOCK = 391.0
 
 
 def epoch_clock(r: RunData) -> float:
-    """A run's lr x steps / (1 - momentum) in its first epoch (RunData.lrsteps[0])."""
-    return float(r.lrsteps[0])
+    """A run's lr x steps / (1 - momentum) in its first epoch (RunData.first_clock)."""
+    return float(r.lrsteps[0] if r.first_clock is None else r.first_clock)
 
 
 def leave_clock_out(runs: tuple[RunData, ...] | None = None) -> dict | None:

@@ -410,3 +410,67 @@ def write_run(doc: dict, out: Path) -> None:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
     tmp.replace(out)
+
+
+# Third-party runs of the authors' code (sim/data/reruns, from the console logs of
+# github.com/VictorSuciu/prunetrain flop_logs/): trajectory file -> the log's run in
+# vgg11-cifar100-v100-times.yaml, whose command, steps and lr schedule the record takes
+THIRD_PARTY = {"vgg11-cifar100-rho0.2-391steps.yaml": "dynamic",
+               "vgg11-cifar100-rho0.2-otf.yaml": "otf",
+               "vgg11-cifar100-rho0.2-196steps.yaml": "dynamic-tensor"}
+CIFAR100_TRAIN = 50_000
+
+
+def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
+    """The run record (run file format) of a third-party run read from its console log: the
+    trajectory's widths at every reconfiguration as the plan made at the end of the epoch before
+    (point E: the plan at the end of epoch E - 1), the other epochs clock only (no `kept`).
+
+    Facts from the logs: rho, interval, epochs, steps an epoch, the lr schedule and the command.
+    Not logged, so the record states what it assumes: the images a step, ceil(50,000 / steps)
+    (128 at 391 steps; 256 at 196 although the command says 128); weight decay 5e-4 (cifar.py's
+    default, no flag given); the authors' He fan-out init; lambda and the first group-norm sum
+    R0 at their analytic values (the model's lambda_per_norm for this network; the log prints
+    neither)."""
+    import math
+
+    from sim.system import lasso_model as lm
+    from sim.system.prunetrain import load_trajectory
+    from sim.workload import load_workload, with_classes
+    doc = yaml.safe_load(traj.read_text())
+    facts = yaml.safe_load(times.read_text())["runs"][run_key]
+    w = with_classes(load_workload("vgg11-cifar"), 100)
+    tr = load_trajectory(traj, w)
+    rho = float(doc["description"].split("--var_group_lasso_coeff ")[1].split()[0])
+    interval = int(doc["description"].split("--sparse_interval ")[1].split()[0])
+    epochs, steps = 180, int(facts["steps"])
+    batch = math.ceil(CIFAR100_TRAIN / steps)
+    decays = sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)
+    lr0 = float(facts["lr_from_epoch"][1])
+    r0, _ = lm.init_group_norms(w, lm.PAPER_INIT)
+    wd = lm.CIFAR_WEIGHT_DECAY
+    chans = space_channels(w)
+    per = []
+    for e in range(epochs):
+        rec = {"epoch": e, "lr": lr0 * 0.1 ** sum(e >= d for d in decays), "batch": batch,
+               "steps": steps}
+        if (e + 1) % interval == 0 and e + 1 < epochs:
+            kept = dict(chans)
+            for name, (_, c_out) in tr.widths_at(e + 1).items():
+                kept[next(l.out_space for l in w.layers if l.name == name)] = int(c_out)
+            rec["kept"] = kept
+        per.append(rec)
+    run = {"rho": rho, "interval": interval, "dataset": "cifar100", "input_size": 32,
+           "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": decays,
+           "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
+           "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
+           "lambda": rho * math.log(100) / ((1 - rho) * r0), "first_group_norm": r0,
+           "third_party": {"log": facts["log"], "command": facts["command"],
+                           "trajectory": traj.name}}
+    return {"schema": 1, "workload": "vgg11-cifar",
+            "description": (f"third-party run of the PruneTrain authors' code, read from its "
+                            f"console log (github.com/VictorSuciu/prunetrain {facts['log']}; "
+                            f"widths: sim/data/reruns/{traj.name}); "
+                            "sim.system.lasso_runs.third_party_record, whose docstring says what "
+                            "is assumed"),
+           "points": {0: {}}, "run": run, "per_epoch": per}
