@@ -1752,15 +1752,13 @@ def _c_third_party_rows() -> Iterator[Row]:
     cut in the note."""
     import numpy as np
     from sim.system.lasso_model import (PAPER_EPOCH_CLOCK, RUNS_DIR, bundled_fit, epoch_clock,
-                                        first_cut, read_run, run_epochs)
+                                        first_cut, read_run, row_epoch)
     fit = bundled_fit()
     for path in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml")):
         r = read_run(path)
         pred = fit.keep_run(r, False)
         rms = float(np.sqrt(np.mean((pred - r.keep_plain) ** 2)))
-        ep = run_epochs(r)
-        on = [first_cut(k) for k in (r.keep_plain, pred)]
-        on = [None if i is None else int(ep[i]) for i in on]
+        on = [row_epoch(r, first_cut(k)) for k in (r.keep_plain, pred)]
         yield Row("C", "trajectory model, third-party CIFAR-100 VGG-11 run of the authors' code "
                   f"({r.name.rsplit('-thirdparty-', 1)[-1]}, "
                   f"{epoch_clock(r) / PAPER_EPOCH_CLOCK:.2g}x the paper's lr x steps an epoch), "
@@ -1768,8 +1766,8 @@ def _c_third_party_rows() -> Iterator[Row]:
                   round(float(pred[-1]), 3), "fraction",
                   f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one)",
                   status="input",
-                  note=f"RMS over its {len(ep)} reconfiguration epochs {rms:.3f}; first cut at "
-                       f"epoch {on[0]}, model {on[1]} (a real run, not a published number; "
+                  note=f"RMS over its {len(r.lrsteps)} reconfiguration epochs {rms:.3f}; first "
+                       f"cut at epoch {on[0]}, model {on[1]} (a real run, not a published number; "
                        "docs/system.md session 27: joined to the fit, it fits them 2-4x "
                        "better and Table 1's FLOPs rows worse)")
 

@@ -1285,8 +1285,8 @@ def held_out(train: list[RunData], test: list[RunData]) -> dict:
     fin = lambda xs: [round(float(x[-1]), 3) for x in xs]     # noqa: E731
     return {"runs": len(test), "rms": float(np.sqrt(np.mean(err ** 2))),
             "names": [r.name for r in test],
-            "onset_measured": [_row_epoch(r, first_cut(r.keep_plain)) for r in test],
-            "onset_predicted": [_row_epoch(r, first_cut(f.keep_run(r, False))) for r in test],
+            "onset_measured": [row_epoch(r, first_cut(r.keep_plain)) for r in test],
+            "onset_predicted": [row_epoch(r, first_cut(f.keep_run(r, False))) for r in test],
             "final_measured": fin(r.keep_plain for r in test),
             "final_predicted": fin(f.keep_run(r, False) for r in test),
             "final_measured_residual": fin(r.keep_residual for r in test),
@@ -1295,7 +1295,8 @@ def held_out(train: list[RunData], test: list[RunData]) -> dict:
                                                            ** 2))), 4) for r in test]}
 
 
-def _row_epoch(r: RunData, i: int | None) -> int | None:
+def row_epoch(r: RunData, i: int | None) -> int | None:
+    """The epoch of row i of a run (None: None, as first_cut gives where nothing is cut)."""
     return None if i is None else int(run_epochs(r)[i])
 
 

@@ -426,28 +426,26 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     trajectory's widths at every reconfiguration as the plan made at the end of the epoch before
     (point E: the plan at the end of epoch E - 1), the other epochs clock only (no `kept`).
 
-    Facts from the logs: rho, interval, epochs, steps an epoch, the lr schedule and the command.
+    Facts from the logs (the times file's run): rho and interval from its command, steps an
+    epoch, the lr schedule.
     Not logged, so the record states what it assumes: the images a step, ceil(50,000 / steps)
     (128 at 391 steps; 256 at 196 although the command says 128); weight decay 5e-4 (cifar.py's
     default, no flag given); the authors' He fan-out init; lambda and the first group-norm sum
     R0 at their analytic values (the model's lambda_per_norm for this network; the log prints
     neither)."""
-    import math
-
     from sim.system import lasso_model as lm
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload, with_classes
-    doc = yaml.safe_load(traj.read_text())
     facts = yaml.safe_load(times.read_text())["runs"][run_key]
     w = with_classes(load_workload("vgg11-cifar"), 100)
     tr = load_trajectory(traj, w)
-    rho = float(doc["description"].split("--var_group_lasso_coeff ")[1].split()[0])
-    interval = int(doc["description"].split("--sparse_interval ")[1].split()[0])
+    flag = lambda name: facts["command"].split(f"--{name} ")[1].split()[0]   # noqa: E731
+    rho, interval = float(flag("var_group_lasso_coeff")), int(flag("sparse_interval"))
     epochs, steps = 180, int(facts["steps"])
     batch = math.ceil(CIFAR100_TRAIN / steps)
     decays = sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)
     lr0 = float(facts["lr_from_epoch"][1])
-    r0, _ = lm.init_group_norms(w, lm.PAPER_INIT)
+    r0, g = lm.init_group_norms(w, lm.PAPER_INIT)
     wd = lm.CIFAR_WEIGHT_DECAY
     chans = space_channels(w)
     per = []
@@ -464,7 +462,7 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
            "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": decays,
            "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
            "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
-           "lambda": rho * math.log(100) / ((1 - rho) * r0), "first_group_norm": r0,
+           "lambda": lm.lambda_per_norm(w, rho) * r0 / g, "first_group_norm": r0,
            "third_party": {"log": facts["log"], "command": facts["command"],
                            "trajectory": traj.name}}
     return {"schema": 1, "workload": "vgg11-cifar",
