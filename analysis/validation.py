@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
+from sim.workload import with_classes
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = REPO / "traces" / "sample-resnet20-mnist5k"
 
@@ -703,12 +705,6 @@ def _b_note(e: dict) -> str:
 # ---- C (PruneTrain, system model) ----------------------------------------------------------
 
 
-def _with_classes(w, classes: int):
-    """The workload with a `classes`-way classifier (sim.workload.with_classes)."""
-    from sim.workload import with_classes
-    return with_classes(w, classes)
-
-
 def _c_iter_share(run) -> tuple[float, float]:
     """(non-GEMM share of the compute stream, GEMM seconds) of a run's first iteration."""
     it = run.epochs[0].iteration
@@ -1157,7 +1153,7 @@ def _c_rerun_rows(one) -> Iterator[Row]:
     from sim.workload import load_workload
     label, _, classes, rho, _, interval, batch, pf, ptimes, pinf = next(
         r for r in PUB_C_TABLE1 if r[0] == "CIFAR-100 VGG-11")
-    w = _with_classes(load_workload("vgg11-cifar"), classes)
+    w = with_classes(load_workload("vgg11-cifar"), classes)
     cl, epochs, dense_m = one[CIFAR_GPU], 180, parse_method("dense")
     d = simulate_run(w, cl, dense_m, epochs=epochs, batch=batch)
 
@@ -1220,7 +1216,7 @@ def _c_network_note(wl_name, classes, rho, interval, epochs, batch) -> str:
         return ""
     from sim.system.prunetrain import lasso_trajectory
     from sim.workload import load_workload
-    k = _with_classes(load_workload("resnet50-cifar"), classes)
+    k = with_classes(load_workload("resnet50-cifar"), classes)
     tr = lasso_trajectory(k, rho, interval, epochs, batch)
     return (f"; on kuangliu's four-stage resnet50-cifar (23.5 M parameters, not the authors' "
             f"network): {100 * _train_flops_frac(k, tr, epochs, batch):.1f} %")
@@ -1258,7 +1254,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     rows = PUB_C_TABLE1[:2] if quick else PUB_C_TABLE1
     dense_cifar: dict = {}   # CIFAR-10 rows' dense run on CIFAR_GPU, reused by _c_measured_rows
     for label, wl_name, classes, rho, epochs, interval, batch, pf, ptimes, pinf in rows:
-        w = _with_classes(load_workload(wl_name), classes)
+        w = with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = _pt_method(rho, interval)
         first = True
@@ -1323,7 +1319,7 @@ def _c_batch_rows(quick: bool, one: dict) -> Iterator[Row]:
     for label, wl_name, classes, rho, epochs, interval, batch, sched in PUB_C_BATCH:
         if quick and "ImageNet" in label:
             continue
-        w = _with_classes(load_workload(wl_name), classes)
+        w = with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = _pt_method(rho, interval)
         gpu = _table1_gpu(classes)
@@ -1358,7 +1354,7 @@ def _c_table4_rows(quick: bool, one: dict) -> Iterator[Row]:
     for label, wl_name, classes, rho, epochs, interval, batch, pubs in PUB_C_TABLE4:
         if quick and classes == 1000:
             continue
-        w = _with_classes(load_workload(wl_name), classes)
+        w = with_classes(load_workload(wl_name), classes)
         nd = 4 if classes == 1000 else 1
         tr = lasso_trajectory(w, rho, interval, epochs, batch * nd)
         pf = next(r[7] for r in PUB_C_TABLE1 if (r[1], r[2], r[3]) == (wl_name, classes, rho))
@@ -1455,7 +1451,7 @@ def _c_v100_measured_rows() -> Iterator[Row]:
     from sim.system.trajectory import Trajectory
     from sim.workload import load_workload
     runs = _v100_runs()
-    w = _with_classes(load_workload("vgg11-cifar"), 100)
+    w = with_classes(load_workload("vgg11-cifar"), 100)
     cl, m = load_cluster(V100_CLUSTER), _pt_method(0.2, 10, timing="wall")
     src = f"{V100_TIMES.relative_to(REPO)} / {w.name} / {V100_CLUSTER} / pytorch-eager b128 fp32"
 
@@ -1969,7 +1965,7 @@ def _authors_setting(f: Path) -> tuple | None:
     m = re.fullmatch(r"(vgg\d+)-cifar(\d+)-rho([\d.]+)", f.stem)
     if m:
         classes = int(m[2])
-        return (_with_classes(load_workload(f"{m[1]}-cifar"), classes), classes, float(m[3]),
+        return (with_classes(load_workload(f"{m[1]}-cifar"), classes), classes, float(m[3]),
                 182, 10, 128, f"CIFAR-{classes} {m[1].upper().replace('VGG', 'VGG-')}")
     m = re.fullmatch(r"(resnet50|mobilenet)-imagenet-0(\d)", f.stem)
     if m:

@@ -42,10 +42,11 @@ RUN_FILES = {"otf": "vgg11-cifar100-rho0.2-otf.yaml",
 def networks(round_to: int = 8) -> dict[str, dict[str, int]]:
     """{label: {conv or fc layer: output width}}: dense, each run's final widths, and those
     widths rounded up to multiples of `round_to` (classifier outputs untouched)."""
-    from analysis.validation import RERUNS_DIR, _with_classes
+    from analysis.validation import RERUNS_DIR
+    from sim.workload import with_classes
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload
-    w = _with_classes(load_workload("vgg11-cifar"), 100)
+    w = with_classes(load_workload("vgg11-cifar"), 100)
     out = {"dense": {}}
     for key, name in RUN_FILES.items():
         widths = load_trajectory(RERUNS_DIR / name, w).widths_at(179)
@@ -70,11 +71,11 @@ def authors_lasso(torch, convs, fc):
 
 
 def build(torch, c_out: dict[str, int], device: str):
-    from analysis.validation import _with_classes
+    from sim.workload import with_classes
     from sim.capture.methods import shrink_workload
     from sim.capture.torchnet import build_model
     from sim.workload import load_workload
-    w = shrink_workload(_with_classes(load_workload("vgg11-cifar"), 100), c_out)
+    w = shrink_workload(with_classes(load_workload("vgg11-cifar"), 100), c_out)
     net = build_model(w).to(device)
     mods = net.prunesim_layer_modules
     convs = [mods[l.name].weight for l in w.layers if l.op == "conv"]

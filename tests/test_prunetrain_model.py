@@ -344,14 +344,14 @@ def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
 def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
     """VGG: both 2 x 2 spaces; a ResNet: only its last residual node (the blocks' inner spaces
     can fade out behind the shortcut); never more than the space's channels."""
-    from analysis.validation import _with_classes
+    from sim.workload import with_classes
     from sim.system.lasso_model import classifier_floor
     from sim.workload import load_workload
     assert classifier_floor(load_workload("vgg11-cifar"), 10) == {"features.22": 10,
                                                                   "features.25": 10}
-    assert classifier_floor(_with_classes(load_workload("vgg13-cifar"), 100), 100) == {
+    assert classifier_floor(with_classes(load_workload("vgg13-cifar"), 100), 100) == {
         "features.28": 100, "features.31": 100}
-    assert classifier_floor(_with_classes(load_workload("resnet32"), 100), 100) == {
+    assert classifier_floor(with_classes(load_workload("resnet32"), 100), 100) == {
         "layer3.4.conv2": 64}
     # no terminal phase on ImageNet's schedule: no floor (NOT_INTERPOLATED)
     assert classifier_floor(load_workload("resnet50-imagenet"), 1000) == {}
@@ -393,12 +393,12 @@ def test_spread_floor_raises_only_the_floored_spaces():
 def test_model_keeps_the_class_count_at_the_classifier_input():
     """CIFAR-100 VGG-11 at a rho that prunes hard keeps >= 100 channels on both 2 x 2 spaces and
     more channels there than without the floor; CIFAR-10 keeps >= 10 there."""
-    from analysis.validation import _with_classes
+    from sim.workload import with_classes
     from sim.system import lasso_model as lm
     from sim.workload import load_workload
     sched = lm.default_schedule("cifar100", 182, 128, 50_000)
     for classes in (10, 100):
-        w = _with_classes(load_workload("vgg11-cifar"), classes)
+        w = with_classes(load_workload("vgg11-cifar"), classes)
         tr = lm.model_trajectory(w, 0.6, 10, sched)
         last = tr.widths_at(181)
         assert last["features.25"][1] >= classes and last["classifier"][0] >= classes
@@ -546,8 +546,8 @@ def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
     assert fit.plain.kappa > 0 and fit.residual.kappa > 0
     sched = default_schedule("cifar10", 182, 128, 50_000)
     w10 = load_workload("resnet32")
-    from analysis.validation import _with_classes
-    w100 = _with_classes(w10, 100)
+    from sim.workload import with_classes
+    w100 = with_classes(w10, 100)
     macs = [apply_widths(w, model_trajectory(w, 0.2, 10, sched).widths_at(181)).macs() / w.macs()
             for w in (w10, w100)]
     assert macs[1] > macs[0]

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from analysis import validation as v
+from sim.workload import with_classes
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO.parent / "shared" / "spec" / "VALIDATION.md"
@@ -241,7 +242,7 @@ def test_third_party_reruns_load_as_shrinking_trajectories_of_the_cifar100_vgg11
     point widens a layer (PruneTrain only removes channels)."""
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload
-    w = v._with_classes(load_workload("vgg11-cifar"), 100)
+    w = with_classes(load_workload("vgg11-cifar"), 100)
     files = sorted(v.RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml"))
     assert len(files) == 2
     for f in files:
@@ -279,7 +280,7 @@ def test_v100_times_are_whole_runs_that_agree_where_they_ran_the_same_network():
     import math
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload
-    w = v._with_classes(load_workload("vgg11-cifar"), 100)
+    w = with_classes(load_workload("vgg11-cifar"), 100)
     runs = v._v100_runs()
     assert {"standard", "otf", "dynamic", "tensor", "otf-tensor", "otf-tensor2",
             "dynamic-tensor"} <= set(runs)
