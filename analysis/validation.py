@@ -1163,13 +1163,13 @@ def _c_rerun_rows(one) -> Iterator[Row]:
         fr = sum(e.flops for e in p.epochs) / sum(e.flops for e in d.epochs)
         inf = apply_widths(w, tr.widths_at(epochs - 1)).macs() / w.macs()
         return fr, inf, _course(fr, inf), p.train_seconds / d.train_seconds
-    # (file, steps an epoch, 0-based lr decays): the run-script runs decay at --schedule 91 136
-    # (1-based) of 180 epochs, not scaled to them; the one-process otf run has no --schedule, so
-    # cifar.py's default 150 225 (lr 0.1 to epoch 150) applies
-    files = [(f, int(f.stem.split("-")[-1][:-5]), (90, 135))
-             for f in RERUNS_DIR.glob("vgg11-cifar100-rho0.2-*steps.yaml")]
-    files = sorted(files, key=lambda t: -t[1]) + [(RERUNS_DIR / "vgg11-cifar100-rho0.2-otf.yaml",
-                                                  391, (149,))]
+    # (file, steps an epoch, 0-based lr decays) from each run's log (the times file): the
+    # run-script runs decay at --schedule 91 136 (1-based) of 180 epochs, not scaled to them; the
+    # one-process otf run has no --schedule, so cifar.py's default 150 225 applies
+    from sim.system.lasso_runs import THIRD_PARTY, logged_schedule
+    facts = _v100_runs()
+    files = sorted(((RERUNS_DIR / t, *logged_schedule(facts[k])) for t, k in THIRD_PARTY.items()),
+                   key=lambda t: (t[2] == (149,), -t[1]))
     for f, steps, decays in files:
         src = f"{f.relative_to(REPO)} / {w.name} / {epochs} epochs b{batch}"
         theirs = run(load_trajectory(f, w))

@@ -421,6 +421,13 @@ THIRD_PARTY = {"vgg11-cifar100-rho0.2-391steps.yaml": "dynamic",
 CIFAR100_TRAIN = 50_000
 
 
+def logged_schedule(facts: dict) -> tuple[int, tuple[int, ...]]:
+    """(steps an epoch, 0-based epochs from which the lr is x0.1) of a run in the times file
+    (`lr_from_epoch` is 1-based, as the logs print it)."""
+    return (int(facts["steps"]),
+            tuple(sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)))
+
+
 def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     """The run record (run file format) of a third-party run read from its console log: the
     trajectory's widths at every reconfiguration as the plan made at the end of the epoch before
@@ -441,9 +448,8 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     tr = load_trajectory(traj, w)
     flag = lambda name: facts["command"].split(f"--{name} ")[1].split()[0]   # noqa: E731
     rho, interval = float(flag("var_group_lasso_coeff")), int(flag("sparse_interval"))
-    epochs, steps = 180, int(facts["steps"])
+    epochs, (steps, decays) = 180, logged_schedule(facts)
     batch = math.ceil(CIFAR100_TRAIN / steps)
-    decays = sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)
     lr0 = float(facts["lr_from_epoch"][1])
     r0, g = lm.init_group_norms(w, lm.PAPER_INIT)
     wd = lm.CIFAR_WEIGHT_DECAY
@@ -459,7 +465,7 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
             rec["kept"] = kept
         per.append(rec)
     run = {"rho": rho, "interval": interval, "dataset": "cifar100", "input_size": 32,
-           "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": decays,
+           "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": list(decays),
            "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
            "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
            "lambda": lm.lambda_per_norm(w, rho) * r0 / g, "first_group_norm": r0,
