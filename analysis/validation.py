@@ -1166,17 +1166,17 @@ def _c_rerun_rows(one) -> Iterator[Row]:
     # (file, steps an epoch, 0-based lr decays) from each run's log (the times file): the
     # run-script runs decay at --schedule 91 136 (1-based) of 180 epochs, not scaled to them; the
     # one-process otf run has no --schedule, so cifar.py's default 150 225 applies
-    from sim.system.lasso_runs import THIRD_PARTY, logged_schedule
+    from sim.system.lasso_runs import THIRD_PARTY, logged_model_schedule
     facts = _v100_runs()
-    files = sorted(((RERUNS_DIR / t, *logged_schedule(facts[k])) for t, k in THIRD_PARTY.items()),
-                   key=lambda t: (t[2] == (149,), -t[1]))
-    for f, steps, decays in files:
+    files = sorted(((RERUNS_DIR / t, logged_model_schedule(facts[k], epochs))
+                    for t, k in THIRD_PARTY.items()),
+                   key=lambda t: (t[1].decay_epochs == (149,), -t[1].steps_per_epoch()))
+    for f, sched in files:
         src = f"{f.relative_to(REPO)} / {w.name} / {epochs} epochs b{batch}"
         theirs = run(load_trajectory(f, w))
-        # the run's schedule: lr 0.1 at `steps` an epoch (196: an effective batch of 256)
-        sched = lm.Schedule(50_000, epochs, 50_000 // steps, 0.1, decays, 0.9,
-                            f.stem, lm.CIFAR_WEIGHT_DECAY)
+        # the model at the run's own schedule (196 steps: an effective batch of 256)
         ours = run(lm.model_trajectory(w, rho, interval, sched))
+        steps, decays = sched.steps_per_epoch(), sched.decay_epochs
         what = ("Table 1's setting" if steps == 391 and decays == (90, 135) else
                 "Table 1's setting but lr 0.1 to epoch 150, one process" if steps == 391 else
                 f"{steps} steps an epoch (half the lr x steps of Table 1's)")

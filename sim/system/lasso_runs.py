@@ -428,6 +428,18 @@ def logged_schedule(facts: dict) -> tuple[int, tuple[int, ...]]:
             tuple(sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)))
 
 
+def logged_model_schedule(facts: dict, epochs: int = 180):
+    """The model's Schedule of a run in the times file: its steps an epoch and lr decays
+    (logged_schedule), its first lr, and the images a step ceil(50,000 / steps) (not logged: 128
+    at 391 steps, 256 at 196 although the command says 128), so the model's steps an epoch are
+    the run's; weight decay 5e-4 (cifar.py's default, no flag given)."""
+    from sim.system import lasso_model as lm
+    steps, decays = logged_schedule(facts)
+    return lm.Schedule(CIFAR100_TRAIN, epochs, math.ceil(CIFAR100_TRAIN / steps),
+                       float(facts["lr_from_epoch"][1]), decays, 0.9,
+                       f"logged: {facts['log']}", lm.CIFAR_WEIGHT_DECAY)
+
+
 def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     """The run record (run file format) of a third-party run read from its console log: the
     trajectory's widths at every reconfiguration as the plan made at the end of the epoch before
@@ -448,11 +460,10 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     tr = load_trajectory(traj, w)
     flag = lambda name: facts["command"].split(f"--{name} ")[1].split()[0]   # noqa: E731
     rho, interval = float(flag("var_group_lasso_coeff")), int(flag("sparse_interval"))
-    epochs, (steps, decays) = 180, logged_schedule(facts)
-    batch = math.ceil(CIFAR100_TRAIN / steps)
-    lr0 = float(facts["lr_from_epoch"][1])
+    sched = logged_model_schedule(facts)
+    epochs, batch, lr0, decays = sched.epochs, sched.batch, sched.lr, sched.decay_epochs
+    steps, wd = sched.steps_per_epoch(), sched.weight_decay
     r0, g = lm.init_group_norms(w, lm.PAPER_INIT)
-    wd = lm.CIFAR_WEIGHT_DECAY
     chans = space_channels(w)
     per = []
     for e in range(epochs):
