@@ -20,6 +20,8 @@
     python tools/prunetrain_runs.py --grid vgg-wd --device cuda --jobs 2  # VGG-11 32x32, wd 5e-4
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
     python tools/prunetrain_runs.py --third-party  # records of the third-party CIFAR-100 reruns
+    python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~45 min)
+    python tools/prunetrain_runs.py --predict --grid vgg-wd   # the stored fit's prediction, before a run
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
 single-threaded torch, one progress bar per run. Needs the capture extra (torch, scikit-learn).
@@ -35,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.system.lasso_runs import (PAPER_CIFAR, PAPER_CIFAR_GPU, RunConfig, bar,  # noqa: E402
-                                   run_one, write_run)
+                                   planned_run, run_one, write_run)
 
 OUT = ROOT / "sim" / "data" / "prunetrain"
 
@@ -232,13 +234,21 @@ CLOCK_GRID = [RunConfig("resnet20", 0.25, 10, **{**_C16, "epoch_steps": s}, init
 # steps an epoch, whose first dead channel the lr-step clock puts near the first lr decay (its
 # 196-step twin's at epoch 24 x 4), so the decay's release decides its cut.
 CLOCK_CHECK_GRID = [dataclasses.replace(CLOCK_GRID[0], rho=0.1)]
+# The task pair again at the authors' CIFAR weight decay 5e-4 (session 28; to pending/task-wd, held
+# out): the third-party CIFAR-100 runs (5e-4) start cutting later and approach slower than the
+# model, which has more classes keep more (kappa) and 5e-4 start sooner (omega_clock, fitted on
+# the ResNet-20 decay twins at 10 labels). Do more labels slow the course at 5e-4? At 1e-4 the
+# 20-label run started cutting sooner than its folded control (epoch 13 against 20). ~35 min a
+# run on one core, two at once: `--grid task-wd --jobs 2 --out sim/data/prunetrain/pending/task-wd`
+TASK_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in TASK_GRID]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
          "bottleneck": BOTTLENECK_GRID, "bottleneck-wide": BOTTLENECK_WIDE_GRID,
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
-         "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID}
+         "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID,
+         "task-wd": TASK_WD_GRID}
 
 
 class _Deadline(Exception):
@@ -357,6 +367,10 @@ def main(argv=None) -> int:
     ap.add_argument("--check", type=Path, metavar="RUN_YAML",
                     help="print one run file (e.g. one in pending/, fitted to nothing) against "
                          "the stored fit: kept fractions, the per-stage spread, dead spaces")
+    ap.add_argument("--predict", action="store_true",
+                    help="print what the stored fit predicts for each run of --grid (--only), "
+                         "before it is run: the clock from its schedule, lambda at its analytic "
+                         "value (lasso_runs.planned_run); needs no torch")
     ap.add_argument("--from-log", type=Path, metavar="JSONL",
                     help="write the run file of a grid run from its per-epoch log (a run stopped "
                          "before writing it); the note says why")
@@ -393,6 +407,8 @@ def main(argv=None) -> int:
         return report(a.out)
     if a.check:
         return check(a.check, a.out)
+    if a.predict:
+        return predict([c for c in GRIDS[a.grid] if not a.only or a.only in c.name], a.out)
     if a.jobs < 1:
         ap.error("--jobs must be >= 1")
     deadline = None
@@ -486,6 +502,32 @@ def check(path: Path, directory: Path) -> int:
         expect = float(death_probability(fit.death, x, ex).sum()) if len(x) else 0.0
         print(f"  dead inner spaces at the last epoch: {int(d.dead_or_one()[-1].sum())} of "
               f"{len(d.c)} (death model: {expect:.1f} expected)")
+    return 0
+
+
+def predict(configs, directory: Path) -> int:
+    """What the fit stored in `directory` predicts for runs not made yet (lasso_runs.planned_run):
+    each kind's first cut and its kept fraction every 10th epoch and at the last, so that a run
+    can be checked against a prediction written down before it (later: `--check` on its file,
+    with its logged lambda)."""
+    from sim.system.lasso_model import bundled_fit, first_cut
+    fit = bundled_fit(str(directory))
+    print(f"predicted by the fit of {len(fit.runs)} runs ({directory / 'fit.json'})")
+    for c in configs:
+        try:
+            r = planned_run(c)
+        except ValueError as e:
+            print(f"{c.name}: not predicted: {e}")
+            continue
+        kinds = (("plain", fit.keep_run(r, False)),) + (
+            (("residual nodes", fit.keep_run(r, True)),) if r.has_residual else ())
+        print(f"{c.name}: lambda / n0 {r.lam_n:.3g} (analytic), {r.classes} classes, weight "
+              f"decay {r.weight_decay:g}")
+        for kind, k in kinds:
+            cut = first_cut(k)
+            print(f"  {kind}: first cut at epoch {'never' if cut is None else cut}; kept "
+                  + " / ".join(f"{k[e]:.3f}" for e in range(9, c.epochs, 10))
+                  + f" at epochs 9, 19, ..., last {k[-1]:.3f}")
     return 0
 
 

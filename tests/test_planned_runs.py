@@ -1,0 +1,80 @@
+"""Predictions written down before a run (sim.system.lasso_runs.planned_run, `tools/
+prunetrain_runs.py --predict`): a configuration not yet run has the model inputs its run file will
+have, and the tool prints what the stored fit predicts for it."""
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.system import lasso_model as lm
+from sim.system.lasso_runs import planned_run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import prunetrain_runs as pr  # noqa: E402
+
+
+@pytest.mark.parametrize("cfg", [pr.TASK_GRID[0], pr.TASK_GRID[1], pr.COARSE_GRID[0],
+                                 pr.WD_GRID[0], pr.CLOCK_GRID[0], pr.TABLE1_GRID[1]],
+                         ids=lambda c: c.name.split("-rho")[0] + ("-wd" if "wd" in c.name else ""))
+def test_a_planned_run_has_the_inputs_of_the_run_file_it_became(cfg):
+    """Each bundled run's configuration, planned as if not run: the same clock, lr phases,
+    classes, init scale, decay, per-sample lr, natural share and expansion as the run read from
+    its file (over the epochs it ran: the GPU VGG-11 run was stopped at epoch 142); lambda / n0
+    at its analytic value within 15 % of the logged one (CE0 is a little above ln(outputs) at
+    init, and R0 is drawn)."""
+    done = lm.read_run(lm.RUNS_DIR / f"{cfg.name}.yaml")
+    plan = planned_run(cfg)
+    n = len(done.lrsteps)
+    assert plan.name == done.name and plan.workload == done.workload and len(plan.lrsteps) >= n
+    np.testing.assert_allclose(plan.lrsteps[:n], done.lrsteps, rtol=1e-12)
+    assert (plan.high[:n] == done.high).all()
+    for attr in ("classes", "decay", "temperature", "natural", "expansion", "has_residual",
+                 "rho", "interval"):
+        assert getattr(plan, attr) == getattr(done, attr), attr
+    assert plan.init_scale == pytest.approx(done.init_scale, rel=1e-9)
+    assert plan.lam_n == pytest.approx(done.lam_n, rel=0.15)
+
+
+def test_a_planned_runs_prediction_moves_with_its_inputs():
+    """The stored fit's prediction of a planned run is the model's, not a constant: the authors'
+    decay 5e-4 starts the ResNet-20 cut sooner and ends it deeper than 1e-4 does (omega_clock),
+    as the bundled decay twins did (first plain cut at epochs 6 / 14)."""
+    fit = lm.bundled_fit()
+    base = pr.TASK_GRID[1]
+    at = {wd: fit.keep_run(planned_run(dataclasses.replace(base, weight_decay=wd)), False)
+          for wd in (1e-4, 5e-4)}
+    assert lm.first_cut(at[5e-4]) < lm.first_cut(at[1e-4])
+    assert at[5e-4][-1] < at[1e-4][-1]
+
+
+def test_runs_whose_clock_depends_on_the_run_are_not_predicted(capsys):
+    """A dynamic batch (the batch grows with the cut) or one pass over the data an epoch has no
+    clock before the run: planned_run refuses it, and --predict says so in one line per run and
+    predicts the others."""
+    dyn = pr.GRID[0]
+    assert dyn.dynamic_batch
+    with pytest.raises(ValueError, match="only fixed-batch virtual epochs"):
+        planned_run(dyn)
+    assert pr.predict([dyn, pr.TASK_WD_GRID[0]], lm.RUNS_DIR) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"{dyn.name}: not predicted") for line in out)
+    assert sum("first cut at epoch" in line for line in out) == 2   # plain and residual nodes
+    assert any(line.startswith(pr.TASK_WD_GRID[0].name) and "weight decay 0.0005" in line
+               for line in out)
+
+
+def test_predict_needs_no_torch_and_prints_every_grid_run():
+    """`--predict --grid vgg-wd` (the device grid waiting for a GPU) runs in a process where torch
+    cannot be imported: a prediction is written down on any machine."""
+    import subprocess
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['x', '--predict', '--grid', "
+            "'vgg-wd']; sys.path.insert(0, 'tools'); import prunetrain_runs as pr; "
+            "raise SystemExit(pr.main())")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert sum(line.startswith("vgg11-cifar-cifar10-32-") for line in p.stdout.splitlines()) == 2
+    assert p.stdout.count("plain: first cut at epoch") == 2
