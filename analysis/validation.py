@@ -1306,6 +1306,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
         yield from _c_third_party_rows()
+        yield from _c_task_decay_rows()
         yield from _c_other_setting_rows(dense_cifar)
     yield from _c_comm_rows(quick, dense_m)
 
@@ -1766,6 +1767,56 @@ def _c_third_party_rows() -> Iterator[Row]:
                        f"cut at epoch {on[0]}, model {on[1]} (a real run, not a published number; "
                        "docs/system.md session 27: joined to the fit, it fits them 2-4x "
                        "better and Table 1's FLOPs rows worse)")
+
+
+def _half_cut(keep) -> int | None:
+    """The first epoch by which half of a kept-fraction series' final cut is done (None: no
+    cut)."""
+    import numpy as np
+    from sim.system.lasso_model import time_course
+    if 1.0 - float(keep[-1]) < 1e-9:
+        return None
+    return int(np.argmax(time_course(keep) <= 0.5))
+
+
+def _c_task_decay_rows() -> Iterator[Row]:
+    """The 20-label run and its folded 10-label control at the authors' decay 5e-4 (pending/task-wd,
+    `tools/prunetrain_runs.py --grid task-wd`; held out of the stored fit), against the stored fit
+    with each run's own inputs: the epoch of the first plain cut and of half the final plain cut,
+    and the last kept fraction per kind. The question (session 28): do more labels slow the cut
+    at 5e-4, as the third-party CIFAR-100 runs at 5e-4 are slow? The note gives the same run's
+    1e-4 twin (bundled) for the decay's share."""
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
+    fit = bundled_fit()
+    twins = {p.stem: p for p in RUNS_DIR.glob("*.yaml")}
+    for path in sorted((RUNS_DIR / "pending" / "task-wd").glob("*.yaml")):
+        r = read_run(path)
+        label = (f"{r.classes} labels" + (" (folded control)" if "fold10" in r.name else "")
+                 + f" on CIFAR-10 + Fashion-MNIST, {r.workload} at rho {r.rho:g}, decay "
+                 f"{r.weight_decay:g}")
+        src = f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one)"
+        twin = twins.get(r.name.replace("-wd0.0005", ""))
+        t = read_run(twin) if twin else None
+        pred = fit.keep_run(r, False)
+        for what, f in (("the first plain cut", first_cut),
+                        ("half the final plain cut", _half_cut)):
+            m, p = f(r.keep_plain), f(pred)
+            yield Row("C", f"trajectory model, task pair at the authors' decay: {label}; epoch of "
+                      f"{what}, held out", float(m) if m is not None else "never",
+                      float(p) if p is not None else "never", "epoch", src, status="input",
+                      note=("the 1e-4 twin: " + (f"epoch {f(t.keep_plain)}, model "
+                                                 f"{f(fit.keep_run(t, False))}" if t else
+                                                 "not bundled")
+                            + " (real runs, not a published number)"))
+        for kind, res in (("plain spaces", False), ("residual nodes", True)):
+            k = r.keep_residual if res else r.keep_plain
+            yield Row("C", f"trajectory model, task pair at the authors' decay: {label}; last kept "
+                      f"fraction ({kind}), held out", round(float(k[-1]), 3),
+                      round(float(fit.keep_run(r, res)[-1]), 3), "fraction", src, status="input",
+                      note=("the 1e-4 twin: " + (
+                          f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}, model "
+                          f"{float(fit.keep_run(t, res)[-1]):.3f}" if t else "not bundled")
+                            + " (real runs, not a published number)"))
 
 
 def _c_authors_rows() -> Iterator[Row]:

@@ -389,3 +389,24 @@ def test_a_depthwise_conv_is_one_channel_space_and_narrows_with_its_groups():
         apply_widths(mb, {"conv4": (40, 41)})
     rg = next(l for l in load_workload("regnetx-400mf").layers if l.groups > 1)
     assert not rg.depthwise and rg.in_space != rg.out_space
+
+
+def test_vgg11_with_a_global_last_pool_is_vgg11_at_32_and_also_runs_at_16():
+    """vgg11-cifar-gp (the CPU lasso runs' chain, issue 15): the layers, parameters and MACs of
+    vgg11-cifar; with the same weights, the same outputs on 32 x 32 images; and it runs on
+    16 x 16 images, on which vgg11-cifar's fifth 2 x 2 pool fails."""
+    torch = pytest.importorskip("torch")
+    from sim.capture.torchnet import build_model
+    ref, gp = load_workload("vgg11-cifar"), load_workload("vgg11-cifar-gp")
+    assert [(l.name, l.c_in, l.c_out) for l in ref.layers] == \
+        [(l.name, l.c_in, l.c_out) for l in gp.layers]
+    assert (ref.params(), ref.macs()) == (gp.params(), gp.macs())
+    torch.manual_seed(0)
+    a, b = build_model(ref).eval(), build_model(gp).eval()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(a(x), b(x))
+        assert b(torch.randn(2, 3, 16, 16)).shape == (2, 10)
+        with pytest.raises(RuntimeError):
+            a(torch.randn(2, 3, 16, 16))

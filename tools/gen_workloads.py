@@ -328,19 +328,29 @@ _VGG = {
 }
 
 
-def vgg_cifar(depth: int) -> Net:
-    n = Net(f"vgg{depth}-cifar", f"VGG-{depth} with BN for CIFAR-10 (kuangliu/pytorch-cifar)",
+def vgg_cifar(depth: int, global_last: bool = False) -> Net:
+    n = Net(f"vgg{depth}-cifar" + ("-gp" if global_last else ""),
+            f"VGG-{depth} with BN for CIFAR-10 (kuangliu/pytorch-cifar)"
+            + (", its last max-pool global (PruneTrain lasso runs at 16 x 16, issue 15)"
+               if global_last else ""),
             f"Simonyan & Zisserman 2015 configuration {depth}, CIFAR-10 form of "
             "kuangliu/pytorch-cifar models/vgg.py (conv3x3-BN-ReLU, 2x2 max-pools, one 512->10 "
             "linear)", "cifar10", CIFAR,
             notes="""Layer names are the indices in the reference `features` nn.Sequential
             (Conv2d, BatchNorm2d, ReLU per conv; one MaxPool2d per 'M'). The reference convs keep
             PyTorch's default bias even though BN follows (bias: true). Its trailing
-            AvgPool2d(kernel_size=1, stride=1) is the identity and is omitted.""")
+            AvgPool2d(kernel_size=1, stride=1) is the identity and is omitted."""
+            + (""" The last max-pool is global (adaptive, to 1 x 1): on 32 x 32 inputs the same
+            as the reference's 2 x 2 pool of a 2 x 2 map, and on the 16 x 16 images of the CPU
+            lasso runs the identity on a 1 x 1 map, where a 2 x 2 pool has nothing to pool. The
+            channels, the widths a lasso run records, are the reference's.""" if global_last
+               else ""))
     x, i = "x", 0
-    for v in _VGG[depth]:
+    last = len(_VGG[depth]) - 1 - _VGG[depth][::-1].index("M")
+    for j, v in enumerate(_VGG[depth]):
         if v == "M":
-            x = n.pool(f"features.{i}", x, "max", 2)
+            x = (n.pool(f"features.{i}", x, "max", global_=True) if global_last and j == last
+                 else n.pool(f"features.{i}", x, "max", 2))
             i += 1
         else:
             x = n.conv(f"features.{i}", x, v, 3, pad=1, bn=True, relu=True, bias=True)
@@ -450,7 +460,7 @@ def zoo() -> list[Net]:
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
             + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
                resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True),
-               resnet50_bt_prunetrain(), resnet50_bt_prunetrain(100)])
+               resnet50_bt_prunetrain(), resnet50_bt_prunetrain(100), vgg_cifar(11, True)])
 
 
 def markdown(names: list[str]) -> str:

@@ -21,6 +21,7 @@
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
     python tools/prunetrain_runs.py --third-party  # records of the third-party CIFAR-100 reruns
     python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~45 min)
+    python tools/prunetrain_runs.py --grid chain-wd --jobs 2 ...     # VGG-11 decay twins at 16 x 16 (CPU)
     python tools/prunetrain_runs.py --predict --grid vgg-wd   # the stored fit's prediction, before a run
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -241,6 +242,16 @@ CLOCK_CHECK_GRID = [dataclasses.replace(CLOCK_GRID[0], rho=0.1)]
 # 20-label run started cutting sooner than its folded control (epoch 13 against 20). ~35 min a
 # run on one core, two at once: `--grid task-wd --jobs 2 --out sim/data/prunetrain/pending/task-wd`
 TASK_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in TASK_GRID]
+# The decay twins of a chain on the CPU (session 28): VGG-11 with its last max-pool global
+# (vgg11-cifar-gp: the same channels; at 16 x 16 the fifth 2 x 2 pool would have nothing to pool)
+# on the ResNet-20 decay twins' setting (_C16, the authors' init, rho 0.25), at 1e-4 and 5e-4.
+# The model's clock runs 5^0.75 = 3.3x faster at 5e-4 (omega_clock, fitted on the ResNet-20
+# twins); the third-party CIFAR-100 VGG-11 runs at 5e-4 start later and cut slower than that
+# says. Does a chain's cut speed up with the decay as ResNet-20's does? ~30 s an epoch on one
+# core, two at once: `--grid chain-wd --jobs 2 --stop-after 3600 --log-dir L --out
+# sim/data/prunetrain/pending/chain-wd`, then `--from-log` for each.
+CHAIN_WD_GRID = [RunConfig("vgg11-cifar-gp", 0.25, 10, **_C16, init="he_fan_out",
+                           weight_decay=wd) for wd in (1e-4, 5e-4)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
@@ -248,7 +259,7 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
          "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID,
-         "task-wd": TASK_WD_GRID}
+         "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID}
 
 
 class _Deadline(Exception):
