@@ -1306,7 +1306,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
         yield from _c_third_party_rows()
-        yield from _c_task_decay_rows()
+        yield from _c_decay_pair_rows()
         yield from _c_other_setting_rows(dense_cifar)
     yield from _c_comm_rows(quick, dense_m)
 
@@ -1779,44 +1779,53 @@ def _half_cut(keep) -> int | None:
     return int(np.argmax(time_course(keep) <= 0.5))
 
 
-def _c_task_decay_rows() -> Iterator[Row]:
-    """The 20-label run and its folded 10-label control at the authors' decay 5e-4 (pending/task-wd,
-    `tools/prunetrain_runs.py --grid task-wd`; held out of the stored fit), against the stored fit
-    with each run's own inputs: the epoch of the first plain cut and of half the final plain cut,
-    and the last kept fraction per kind. The question (session 28): do more labels slow the cut
-    at 5e-4, as the third-party CIFAR-100 runs at 5e-4 are slow? The note gives the same run's
-    1e-4 twin (bundled) for the decay's share."""
+def _c_decay_pair_rows() -> Iterator[Row]:
+    """Held-out runs of session 28 at the authors' decay 5e-4 and their 1e-4 twins, against the
+    stored fit with each run's own inputs (none of them is fitted):
+    - pending/task-wd (`tools/prunetrain_runs.py --grid task-wd`): the 20-label run and its folded
+      10-label control at 5e-4. Do more labels slow the cut at 5e-4, as the third-party CIFAR-100
+      runs at 5e-4 are slow? Their 1e-4 twins are bundled.
+    - pending/chain-wd (`--grid chain-wd`): VGG-11 at 16 x 16 at 1e-4 and 5e-4. Does a chain's cut
+      speed up with the decay as the ResNet-20 twins' does (omega_clock)?
+    Rows: the epoch of the first plain cut and of half the final plain cut, and the last kept
+    fraction per kind; the note gives the 1e-4 twin's (the decay's share). A run stopped early
+    (--stop-after) counts to its last epoch."""
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
     fit = bundled_fit()
-    twins = {p.stem: p for p in RUNS_DIR.glob("*.yaml")}
-    for path in sorted((RUNS_DIR / "pending" / "task-wd").glob("*.yaml")):
-        r = read_run(path)
-        label = (f"{r.classes} labels" + (" (folded control)" if "fold10" in r.name else "")
-                 + f" on CIFAR-10 + Fashion-MNIST, {r.workload} at rho {r.rho:g}, decay "
-                 f"{r.weight_decay:g}")
-        src = f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one)"
-        twin = twins.get(r.name.replace("-wd0.0005", ""))
-        t = read_run(twin) if twin else None
-        pred = fit.keep_run(r, False)
-        for what, f in (("the first plain cut", first_cut),
-                        ("half the final plain cut", _half_cut)):
-            m, p = f(r.keep_plain), f(pred)
-            yield Row("C", f"trajectory model, task pair at the authors' decay: {label}; epoch of "
-                      f"{what}, held out", float(m) if m is not None else "never",
-                      float(p) if p is not None else "never", "epoch", src, status="input",
-                      note=("the 1e-4 twin: " + (f"epoch {f(t.keep_plain)}, model "
-                                                 f"{f(fit.keep_run(t, False))}" if t else
-                                                 "not bundled")
-                            + " (real runs, not a published number)"))
-        for kind, res in (("plain spaces", False), ("residual nodes", True)):
-            k = r.keep_residual if res else r.keep_plain
-            yield Row("C", f"trajectory model, task pair at the authors' decay: {label}; last kept "
-                      f"fraction ({kind}), held out", round(float(k[-1]), 3),
-                      round(float(fit.keep_run(r, res)[-1]), 3), "fraction", src, status="input",
-                      note=("the 1e-4 twin: " + (
-                          f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}, model "
-                          f"{float(fit.keep_run(t, res)[-1]):.3f}" if t else "not bundled")
-                            + " (real runs, not a published number)"))
+    for folder, what in (("task-wd", "task pair"), ("chain-wd", "chain decay twins")):
+        paths = sorted((RUNS_DIR / "pending" / folder).glob("*.yaml"))
+        runs = {p.stem: read_run(p) for p in paths}
+        twins = {p.stem: p for p in RUNS_DIR.glob("*.yaml")}
+        for path in paths:
+            r = runs[path.stem]
+            name = r.name.replace("-wd0.0005", "")
+            t = (runs.get(name) or (read_run(twins[name]) if name in twins else None)
+                 if name != r.name else None)
+            label = (f"trajectory model, {what} at the authors' decay: {r.workload}, "
+                     f"{r.classes} labels" + (" (folded control)" if "fold10" in r.name else "")
+                     + f", rho {r.rho:g}, decay {r.weight_decay:g}")
+            src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
+                   f"{len(r.lrsteps)} epochs)")
+            twin = "(real runs, not a published number)"
+            pred = fit.keep_run(r, False)
+            for item, f in (("the first plain cut", first_cut),
+                            ("half the final plain cut", _half_cut)):
+                m, p = f(r.keep_plain), f(pred)
+                yield Row("C", f"{label}; epoch of {item}, held out",
+                          float(m) if m is not None else "never",
+                          float(p) if p is not None else "never", "epoch", src, status="input",
+                          note=(f"the 1e-4 twin: epoch {f(t.keep_plain)}, model "
+                                f"{f(fit.keep_run(t, False))} " if t else "") + twin)
+            for kind, res in (("plain spaces", False), ("residual nodes", True)):
+                if res and not r.has_residual:
+                    continue
+                k = r.keep_residual if res else r.keep_plain
+                tk = None if t is None else (t.keep_residual if res else t.keep_plain)
+                yield Row("C", f"{label}; last kept fraction ({kind}), held out",
+                          round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
+                          "fraction", src, status="input",
+                          note=(f"the 1e-4 twin: {float(tk[-1]):.3f}, model "
+                                f"{float(fit.keep_run(t, res)[-1]):.3f} " if t else "") + twin)
 
 
 def _c_authors_rows() -> Iterator[Row]:

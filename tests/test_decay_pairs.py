@@ -1,0 +1,72 @@
+"""Held-out runs at the authors' weight decay 5e-4 (session 28, sim/data/prunetrain/pending/): the
+20-label task pair (`--grid task-wd`) and the VGG-11 decay twins at 16 x 16 (`--grid chain-wd`),
+what they measured, and their validation rows (analysis.validation._c_decay_pair_rows)."""
+from pathlib import Path
+
+import pytest
+
+from analysis.validation import _c_decay_pair_rows, _half_cut
+from sim.system import lasso_model as lm
+
+TAIL = "rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip"
+TWENTY = f"resnet20-c20-cifar10fashion16-{TAIL}-hefanout"
+FOLDED = f"resnet20-cifar10fashion16-{TAIL}-fold10-hefanout"
+
+
+def _pending(folder: str, name: str) -> lm.RunData:
+    return lm.read_run(lm.RUNS_DIR / "pending" / folder / f"{name}.yaml")
+
+
+def test_at_5e4_twenty_labels_do_not_cut_later_than_their_folded_control():
+    """The third-party CIFAR-100 runs (5e-4) cut later and slower than the model; is it the
+    labels? On the union set at 5e-4, 20 labels start and half-finish their plain cut within an
+    epoch of the 10-label control, are further along at epochs 9 and 19, and end deeper, as the
+    pair did at 1e-4 (bundled)."""
+    twenty, folded = _pending("task-wd", TWENTY + "-wd0.0005"), _pending("task-wd",
+                                                                         FOLDED + "-wd0.0005")
+    assert (twenty.classes, folded.classes, twenty.weight_decay) == (20, 10, 5e-4)
+    assert lm.first_cut(twenty.keep_plain) <= lm.first_cut(folded.keep_plain) + 1
+    assert _half_cut(twenty.keep_plain) <= _half_cut(folded.keep_plain) + 1
+    for e in (9, 19):
+        assert twenty.keep_plain[e] < folded.keep_plain[e]
+    assert twenty.keep_plain[-1] < folded.keep_plain[-1]
+
+
+def test_the_decay_speeds_the_cut_of_both_label_counts():
+    """Each run at 5e-4 against its bundled 1e-4 twin: the first plain cut comes at least 2x
+    sooner and half the cut at least 2.5x sooner, and the plain spaces end deeper (what the
+    model's omega_clock says, fitted on CIFAR-10 twins at 10 labels)."""
+    for name in (TWENTY, FOLDED):
+        at5, at1 = _pending("task-wd", name + "-wd0.0005"), lm.read_run(
+            lm.RUNS_DIR / f"{name}.yaml")
+        assert 2 * lm.first_cut(at5.keep_plain) <= lm.first_cut(at1.keep_plain)
+        assert 2.5 * _half_cut(at5.keep_plain) <= _half_cut(at1.keep_plain)
+        assert at5.keep_plain[-1] < at1.keep_plain[-1]
+
+
+def test_half_cut_is_the_first_epoch_with_half_the_final_cut_done():
+    assert _half_cut([1.0, 0.9, 0.6, 0.5, 0.4]) == 2
+    assert _half_cut([1.0, 1.0, 1.0]) is None
+
+
+def test_decay_pair_rows_are_the_runs_against_the_stored_fit():
+    """Every pending run of the two folders gives its rows: the measured value is the run's own
+    (first cut, half cut, last kept), the modeled one the stored fit's with the run's inputs; a
+    5e-4 run's note gives its 1e-4 twin."""
+    rows = list(_c_decay_pair_rows())
+    paths = [p for f in ("task-wd", "chain-wd")
+             for p in sorted((lm.RUNS_DIR / "pending" / f).glob("*.yaml"))]
+    assert len(paths) >= 2 and all(r.status == "input" for r in rows)
+    fit = lm.bundled_fit()
+    for p in paths:
+        r = lm.read_run(p)
+        mine = [row for row in rows if str(Path(p).relative_to(lm.RUNS_DIR.parents[2])) in
+                row.source]
+        assert len(mine) == (4 if r.has_residual else 3), p
+        first = next(row for row in mine if "first plain cut" in row.what)
+        assert first.published == lm.first_cut(r.keep_plain)
+        assert first.modeled == lm.first_cut(fit.keep_run(r, False))
+        last = next(row for row in mine if "(plain spaces)" in row.what)
+        assert last.published == pytest.approx(r.keep_plain[-1], abs=5e-4)
+        if "wd0.0005" in p.name:
+            assert all("the 1e-4 twin" in row.note for row in mine)
