@@ -78,3 +78,19 @@ def test_predict_needs_no_torch_and_prints_every_grid_run():
     assert p.returncode == 0, p.stderr
     assert sum(line.startswith("vgg11-cifar-cifar10-32-") for line in p.stdout.splitlines()) == 2
     assert p.stdout.count("plain: first cut at epoch") == 2
+
+
+@pytest.mark.parametrize("args, err", [
+    (["--predict", "--grid", "vgg-wd", "--jobs", "2"], "--jobs changes nothing for --predict"),
+    (["--predict", "--check", "x.yaml"], "--check and --predict are different jobs"),
+    (["--list", "--device", "cuda"], "--device changes nothing for --list"),
+    (["--report", "--grid", "gpu"], "--grid changes nothing for --report"),
+    (["--grid", "task-wd", "--note", "x"], "--note changes nothing for a training run"),
+])
+def test_the_tool_refuses_an_option_its_job_would_ignore(args, err, capsys):
+    """Each call is one job (train, --list, --predict, --check, --report, --write-fit,
+    --third-party, --from-log), and an option that job does not read is a one-line usage error,
+    not silently dropped."""
+    with pytest.raises(SystemExit) as e:
+        pr.main(args)
+    assert e.value.code == 2 and err in capsys.readouterr().err

@@ -396,6 +396,7 @@ def main(argv=None) -> int:
                          "it and is written from its log (needs --log-dir); runs not started by "
                          "then are skipped")
     a = ap.parse_args(argv)
+    _refuse_unused(ap, a)
     if a.from_log:
         name = a.from_log.name.removesuffix(".jsonl")
         c = next((c for c in GRIDS[a.grid] if c.name == name), None)
@@ -461,6 +462,26 @@ def main(argv=None) -> int:
         print("  " + _run_to_file(c, a.out, a.log_dir, bar(f"[{k}/{len(todo)}] {c.name}"),
                                   deadline=deadline))
     return 0
+
+
+# What each job reads besides its own flag; any other option given with it would change nothing
+JOB_OPTIONS = {"from_log": {"grid", "out", "note"}, "third_party": {"out"}, "write_fit": {"out"},
+               "report": {"out"}, "check": {"out"}, "predict": {"grid", "only", "out"},
+               "list": {"grid", "only", "out"}}
+
+
+def _refuse_unused(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """One job a call, and no option the job would ignore (a one-line usage error)."""
+    given = [d for d in vars(a) if getattr(a, d) != ap.get_default(d)]
+    jobs = [d for d in given if d in JOB_OPTIONS]
+    flag = lambda d: "--" + d.replace("_", "-")   # noqa: E731
+    if len(jobs) > 1:
+        ap.error(f"{flag(jobs[0])} and {flag(jobs[1])} are different jobs: give one")
+    allowed = JOB_OPTIONS[jobs[0]] if jobs else set(vars(a)) - set(JOB_OPTIONS) - {"note"}
+    unused = [d for d in given if d not in allowed and d not in jobs]
+    if unused:
+        what = flag(jobs[0]) if jobs else "a training run"
+        ap.error(f"{flag(unused[0])} changes nothing for {what}")
 
 
 def third_party_records(out: Path) -> list[Path]:
