@@ -44,10 +44,12 @@ above; 0: lr-weighted steps), or, with a cap (KindFit.cap; the plain kind, fit_c
 (min(lambda/n0, cap) / cap)^beta: lr-weighted steps where the lasso is strong, the dose where it
 is weak (the bottleneck runs' onsets, docs/system.md sessions 20 and 22), H = 1 while the
 schedule's lr is at its maximum: a share h of the channels the lasso has killed still hover
-above 1e-4 until the first lr decay (the runs show the burst), and from that decay on e is taken
-at u + lag u_on (KindFit.lag, LAGS): the groups the lasso had nearly driven down fall below the
-count once the lr, and the SGD noise that holds them up, is 10x smaller (ResNet-20 at a quarter
-of the lr x steps an epoch, whose cut was under way at the decay: docs/system.md, session 24).
+above 1e-4 until the first lr decay (the runs show the burst; on natural images h x nat_hover,
+KindFit.nat_hover: their residual nodes release a third as many there), and from that decay on e
+is taken at u + lag u_on (KindFit.lag, LAGS): the groups the lasso had nearly driven down fall
+below the count once the lr, and the SGD noise that holds them up, is 10x smaller (ResNet-20
+at a quarter of the lr x steps an epoch, whose cut was under way at the decay: docs/system.md,
+session 24).
 The clock is lr-weighted steps, not epochs, on natural images too: at 1/4, 1 and 2x the paper's
 lr x steps an epoch the first dead channel came at epoch 56 / 14 / 7 (`--grid clock`). beta, m,
 gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept
@@ -111,6 +113,11 @@ KAPPAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by the fit
 # lags L tried by the fit: from the first lr decay on, the count runs L u_on of clock ahead
 LAGS = (0.0, 0.25, 0.5, 0.75, 1.0)
+# the hovering share on natural images as a fraction of the kind's (KindFit.nat_hover), searched
+# last: at the first lr decay the residual nodes of the digits and Fashion-MNIST runs release
+# 0.17 of their channels on average (the model: 0.17), those of the natural-image runs 0.05 (the
+# model: 0.15; docs/system.md, session 28)
+NAT_HOVERS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
 LAST_TILTS = np.linspace(0.0, 4.0, 17)    # last-stage exponents q tried (a chain's spaces)
@@ -825,6 +832,7 @@ class KindFit:
     cap: float = 0.0       # the clock's lambda/n0 saturates here (clock_factor; 0: no cap)
     p0: float = 0.0        # k_inf's pressure threshold (P0S, thresholded; 0: none)
     lag: float = 0.0       # from the first lr decay on, the count runs lag x u_on ahead (LAGS)
+    nat_hover: float = 1.0  # on natural images the hovering share is hover x this (NAT_HOVERS)
 
     def keep(self, rho: float, u, high=False, scale: float = 1.0, task: float = 1.0,
              natural: float = 0.0, temp: float = 1.0, decay: float = 1.0,
@@ -837,7 +845,8 @@ class KindFit:
         hi = np.asarray(high, dtype=float)
         x = np.maximum(0.0, u + self.lag * self.u_on * (1 - hi) - self.u_on) / self.u_scale
         e = np.exp(-x ** self.shape)
-        return k_inf + (1 - k_inf) * (e + self.hover * hi * (1 - e))
+        h = self.hover * (1.0 - natural * (1.0 - self.nat_hover))
+        return k_inf + (1 - k_inf) * (e + h * hi * (1 - e))
 
     def keep_run(self, r: "RunData") -> np.ndarray:
         """This kind's kept fraction at every epoch of a run, with the run's own inputs."""
@@ -895,17 +904,19 @@ def _grid_sse(rr: np.ndarray, e: np.ndarray, y: np.ndarray, a_grid: np.ndarray) 
     return ((d * d).sum(axis=1)[:, None] + 2 * (d * m) @ e.T + (m * m) @ (e * e).T)
 
 
-def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None, lag=0.0):
+def _search(u, rr, hi, y, shape, on_grid, sc_grid, a_grid, hovers=None, lag=0.0, hs=None):
     """Best (sse, a, u_on, u_scale, h) over the (u_on, u_scale, h) grid and a by 1-D search.
-    counted = k + (1 - k) e' with e' = e + h H (1 - e) (H: lr at its maximum), e at the clock
-    u + lag u_on (1 - H) (KindFit.lag)."""
+    counted = k + (1 - k) e' with e' = e + h hs H (1 - e) (H: lr at its maximum; hs: the
+    per-row hover scale, KindFit.nat_hover; 1 by default), e at the clock u + lag u_on (1 - H)
+    (KindFit.lag)."""
     on, sc = np.meshgrid(on_grid, sc_grid, indexing="ij")
     on, sc = on.ravel(), sc.ravel()
     ahead = u[None, :] + lag * on[:, None] * (1 - hi[None, :])
     e = np.exp(-(np.maximum(0.0, ahead - on[:, None]) / sc[:, None]) ** shape)
+    held = (hi if hs is None else hi * hs)[None, :]    # the hover's rows, scaled
     best = None
     for h in (HOVERS if hovers is None else hovers):
-        sse = _grid_sse(rr, e + h * hi[None, :] * (1 - e) if h else e, y, a_grid)
+        sse = _grid_sse(rr, e + h * held * (1 - e) if h else e, y, a_grid)
         i, j = np.unravel_index(int(np.argmin(sse)), sse.shape)
         if best is None or sse[i, j] < best[0]:
             best = (float(sse[i, j]), float(a_grid[i]), float(on[j]), float(sc[j]), h)
@@ -956,9 +967,9 @@ def _kind_search(hi: np.ndarray, y: np.ndarray):
     grid (it would not win)."""
     a0 = np.geomspace(1e-3, 30, 46)
 
-    def search(u, umax, rr, shape, near=None, lag=0.0):
+    def search(u, umax, rr, shape, near=None, lag=0.0, hs=None):
         coarse = _search(u, rr, hi, y, shape, np.linspace(0, umax, 31),
-                         umax * np.geomspace(0.01, 20, 31), a0, lag=lag)
+                         umax * np.geomspace(0.01, 20, 31), a0, lag=lag, hs=hs)
         if near is not None and coarse[0] > 4 * near:
             return coarse
         _, a, on, sc, h = coarse
@@ -966,7 +977,7 @@ def _kind_search(hi: np.ndarray, y: np.ndarray):
         return _search(u, rr, hi, y, shape,
                        np.linspace(max(0.0, on - umax / 30), on + umax / 30, 15),
                        sc * np.geomspace(0.75, 1.33, 15), a * np.geomspace(0.75, 1.33, 31),
-                       [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0], lag)
+                       [x for x in (h - 0.05, h, h + 0.05) if 0.0 <= x < 1.0], lag, hs)
     return search
 
 
@@ -1031,10 +1042,22 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
                       out[0][0], lg)
         if best[0] < out[0][0] - 1e-12:
             out, lag = (best, beta, shape, gamma, delta), lg
+    # the natural-image hover scale, last, with everything but the clock and a held (only where
+    # some runs are natural images and some are not)
+    # (and a hover to scale); 1 is searched too, so that a gain of the search itself is not
+    # credited to the scale
+    nat_hover, found = 1.0, None
+    for nh in (NAT_HOVERS if out[0][4] > 0 and (nat > 0).any() and (nat == 0).any() else ()):
+        best = search(u * dec ** clock_w * ex ** xc, float(u.max()), level(terms), shape,
+                      out[0][0], lag, 1.0 - nat * (1.0 - nh))
+        if found is None or best[0] < found[0][0] - 1e-12:
+            found = (best, nh)
+    if found is not None and found[0][0] < out[0][0] - 1e-12:
+        out, nat_hover = (found[0], beta, shape, gamma, delta), found[1]
     (sse, a, on, sc, h), beta, shape, gamma, delta = out
     return KindFit(a, on, sc, shape, h, beta, gamma, math.sqrt(sse / len(y)), delta, terms[0],
                    nu=terms[1], eta=terms[2], omega=terms[3], omega_clock=clock_w, xi=terms[4],
-                   xi_clock=xc, cap=cap, p0=p0, lag=lag)
+                   xi_clock=xc, cap=cap, p0=p0, lag=lag, nat_hover=nat_hover)
 
 
 def _fit_inputs(search, out, u, umax, y, hi, shape, level, columns):
@@ -1083,6 +1106,20 @@ def kind_runs(runs, residual: bool) -> tuple[RunData, ...]:
     if residual:
         return tuple(r for r in runs if r.has_residual) or runs
     return tuple(r for r in runs if r.expansion == 1.0 or not PLAIN_FROM_BASIC) or runs
+
+
+def decay_release(keep, high, after: int = 8) -> float | None:
+    """How far a kept-fraction series falls from the last epoch at the schedule's maximum lr
+    (`high`) to `after` epochs past the first decay: the channels counted while the lr was high
+    that the decay lets fall (None: no decay, one in the first two epochs, or too few epochs
+    after it)."""
+    high = np.asarray(high, dtype=bool)
+    if high.all() or len(keep) != len(high):
+        return None
+    d = int(np.argmin(high))
+    if d < 2 or d + after >= len(keep):
+        return None
+    return float(keep[d - 1] - keep[d + after])
 
 
 def time_course(keep: np.ndarray) -> np.ndarray:
