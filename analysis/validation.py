@@ -1769,16 +1769,6 @@ def _c_third_party_rows() -> Iterator[Row]:
                        "better and Table 1's FLOPs rows worse)")
 
 
-def _half_cut(keep) -> int | None:
-    """The first epoch by which half of a kept-fraction series' final cut is done (None: no
-    cut)."""
-    import numpy as np
-    from sim.system.lasso_model import time_course
-    if 1.0 - float(keep[-1]) < 1e-9:
-        return None
-    return int(np.argmax(time_course(keep) <= 0.5))
-
-
 def _c_decay_pair_rows() -> Iterator[Row]:
     """Held-out runs of session 28 at the authors' decay 5e-4 and their 1e-4 twins, against the
     stored fit with each run's own inputs (none of them is fitted):
@@ -1790,32 +1780,34 @@ def _c_decay_pair_rows() -> Iterator[Row]:
     Rows: the epoch of the first plain cut and of half the final plain cut, and the last kept
     fraction per kind; the note gives the 1e-4 twin's (the decay's share). A run stopped early
     (--stop-after) counts to its last epoch."""
-    from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, half_cut, read_run
     fit = bundled_fit()
+    real = "(real runs, not a published number)"
     for folder, what in (("task-wd", "task pair"), ("chain-wd", "chain decay twins")):
         paths = sorted((RUNS_DIR / "pending" / folder).glob("*.yaml"))
         runs = {p.stem: read_run(p) for p in paths}
-        twins = {p.stem: p for p in RUNS_DIR.glob("*.yaml")}
         for path in paths:
             r = runs[path.stem]
+            # the 1e-4 twin of a 5e-4 run: in the same folder, or bundled
             name = r.name.replace("-wd0.0005", "")
-            t = (runs.get(name) or (read_run(twins[name]) if name in twins else None)
-                 if name != r.name else None)
+            t = None
+            if name != r.name:
+                t = runs.get(name) or ((RUNS_DIR / f"{name}.yaml").exists()
+                                       and read_run(RUNS_DIR / f"{name}.yaml")) or None
             label = (f"trajectory model, {what} at the authors' decay: {r.workload}, "
                      f"{r.classes} labels" + (" (folded control)" if "fold10" in r.name else "")
                      + f", rho {r.rho:g}, decay {r.weight_decay:g}")
             src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
                    f"{len(r.lrsteps)} epochs)")
-            twin = "(real runs, not a published number)"
             pred = fit.keep_run(r, False)
             for item, f in (("the first plain cut", first_cut),
-                            ("half the final plain cut", _half_cut)):
+                            ("half the final plain cut", half_cut)):
                 m, p = f(r.keep_plain), f(pred)
                 yield Row("C", f"{label}; epoch of {item}, held out",
                           float(m) if m is not None else "never",
                           float(p) if p is not None else "never", "epoch", src, status="input",
                           note=(f"the 1e-4 twin: epoch {f(t.keep_plain)}, model "
-                                f"{f(fit.keep_run(t, False))} " if t else "") + twin)
+                                f"{f(fit.keep_run(t, False))} " if t else "") + real)
             for kind, res in (("plain spaces", False), ("residual nodes", True)):
                 if res and not r.has_residual:
                     continue
@@ -1825,7 +1817,7 @@ def _c_decay_pair_rows() -> Iterator[Row]:
                           round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
                           "fraction", src, status="input",
                           note=(f"the 1e-4 twin: {float(tk[-1]):.3f}, model "
-                                f"{float(fit.keep_run(t, res)[-1]):.3f} " if t else "") + twin)
+                                f"{float(fit.keep_run(t, res)[-1]):.3f} " if t else "") + real)
 
 
 def _c_authors_rows() -> Iterator[Row]:

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.validation import _c_decay_pair_rows, _half_cut
+from analysis.validation import _c_decay_pair_rows
 from sim.system import lasso_model as lm
+from sim.system.lasso_model import half_cut
 
 TAIL = "rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip"
 TWENTY = f"resnet20-c20-cifar10fashion16-{TAIL}-hefanout"
@@ -26,7 +27,7 @@ def test_at_5e4_twenty_labels_do_not_cut_later_than_their_folded_control():
                                                                          FOLDED + "-wd0.0005")
     assert (twenty.classes, folded.classes, twenty.weight_decay) == (20, 10, 5e-4)
     assert lm.first_cut(twenty.keep_plain) <= lm.first_cut(folded.keep_plain) + 1
-    assert _half_cut(twenty.keep_plain) <= _half_cut(folded.keep_plain) + 1
+    assert half_cut(twenty.keep_plain) <= half_cut(folded.keep_plain) + 1
     for e in (9, 19):
         assert twenty.keep_plain[e] < folded.keep_plain[e]
     assert twenty.keep_plain[-1] < folded.keep_plain[-1]
@@ -40,13 +41,13 @@ def test_the_decay_speeds_the_cut_of_both_label_counts():
         at5, at1 = _pending("task-wd", name + "-wd0.0005"), lm.read_run(
             lm.RUNS_DIR / f"{name}.yaml")
         assert 2 * lm.first_cut(at5.keep_plain) <= lm.first_cut(at1.keep_plain)
-        assert 2.5 * _half_cut(at5.keep_plain) <= _half_cut(at1.keep_plain)
+        assert 2.5 * half_cut(at5.keep_plain) <= half_cut(at1.keep_plain)
         assert at5.keep_plain[-1] < at1.keep_plain[-1]
 
 
 def test_half_cut_is_the_first_epoch_with_half_the_final_cut_done():
-    assert _half_cut([1.0, 0.9, 0.6, 0.5, 0.4]) == 2
-    assert _half_cut([1.0, 1.0, 1.0]) is None
+    assert half_cut([1.0, 0.9, 0.6, 0.5, 0.4]) == 2
+    assert half_cut([1.0, 1.0, 1.0]) is None
 
 
 def test_decay_pair_rows_are_the_runs_against_the_stored_fit():
@@ -86,9 +87,9 @@ def test_a_chains_cut_speeds_up_with_the_decay_about_as_the_model_says():
     at1, at5 = _pending("chain-wd", CHAIN), _pending("chain-wd", CHAIN + "-wd0.0005")
     assert not at1.has_residual and (at1.weight_decay, at5.weight_decay) == (1e-4, 5e-4)
     assert lm.first_cut(at5.keep_plain) < lm.first_cut(at1.keep_plain)
-    measured = _half_cut(at1.keep_plain) / _half_cut(at5.keep_plain)
+    measured = half_cut(at1.keep_plain) / half_cut(at5.keep_plain)
     assert 2.5 <= measured <= 4.0
     assert at5.keep_plain[-1] < at1.keep_plain[-1] - 0.05
     fit = lm.bundled_fit()
-    model = _half_cut(fit.keep_run(at1, False)) / _half_cut(fit.keep_run(at5, False))
+    model = half_cut(fit.keep_run(at1, False)) / half_cut(fit.keep_run(at5, False))
     assert model == pytest.approx(measured, rel=0.25)

@@ -239,7 +239,7 @@ CLOCK_CHECK_GRID = [dataclasses.replace(CLOCK_GRID[0], rho=0.1)]
 # out): the third-party CIFAR-100 runs (5e-4) start cutting later and approach slower than the
 # model, which has more classes keep more (kappa) and 5e-4 start sooner (omega_clock, fitted on
 # the ResNet-20 decay twins at 10 labels). Do more labels slow the course at 5e-4? At 1e-4 the
-# 20-label run started cutting sooner than its folded control (epoch 13 against 20). ~35 min a
+# 20-label run started cutting sooner than its folded control (epoch 12 against 16). ~16 min a
 # run on one core, two at once: `--grid task-wd --jobs 2 --out sim/data/prunetrain/pending/task-wd`
 TASK_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in TASK_GRID]
 # The decay twins of a chain on the CPU (session 28): VGG-11 with its last max-pool global
@@ -247,9 +247,9 @@ TASK_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in TASK_GRID]
 # on the ResNet-20 decay twins' setting (_C16, the authors' init, rho 0.25), at 1e-4 and 5e-4.
 # The model's clock runs 5^0.75 = 3.3x faster at 5e-4 (omega_clock, fitted on the ResNet-20
 # twins); the third-party CIFAR-100 VGG-11 runs at 5e-4 start later and cut slower than that
-# says. Does a chain's cut speed up with the decay as ResNet-20's does? ~30 s an epoch on one
-# core, two at once: `--grid chain-wd --jobs 2 --stop-after 3600 --log-dir L --out
-# sim/data/prunetrain/pending/chain-wd`, then `--from-log` for each.
+# says. Does a chain's cut speed up with the decay as ResNet-20's does? 79 / 48 min (1e-4 / 5e-4)
+# on one core, two at once: `--grid chain-wd --jobs 2 --out sim/data/prunetrain/pending/chain-wd`
+# (session 28: half the cut 3.0x sooner at 5e-4, the model's 3.3x; docs/system.md).
 CHAIN_WD_GRID = [RunConfig("vgg11-cifar-gp", 0.25, 10, **_C16, init="he_fan_out",
                            weight_decay=wd) for wd in (1e-4, 5e-4)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,

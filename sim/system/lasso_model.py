@@ -115,8 +115,8 @@ HOVERS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)   # hovering shares h tried by
 LAGS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # the hovering share on natural images as a fraction of the kind's (KindFit.nat_hover), searched
 # last: at the first lr decay the residual nodes of the digits and Fashion-MNIST runs release
-# 0.17 of their channels on average (the model: 0.17), those of the natural-image runs 0.05 (the
-# model: 0.15; docs/system.md, session 28)
+# 0.17 of their channels on average, those of the natural-image runs 0.05, where one share for
+# both put 0.17 / 0.15 (decay_release; docs/system.md, session 28)
 NAT_HOVERS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
@@ -1042,10 +1042,9 @@ def _fit_kind(runs: tuple[RunData, ...], y: np.ndarray, hi: np.ndarray,
                       out[0][0], lg)
         if best[0] < out[0][0] - 1e-12:
             out, lag = (best, beta, shape, gamma, delta), lg
-    # the natural-image hover scale, last, with everything but the clock and a held (only where
-    # some runs are natural images and some are not)
-    # (and a hover to scale); 1 is searched too, so that a gain of the search itself is not
-    # credited to the scale
+    # the natural-image hover scale, last, with everything but the clock and a held; only where
+    # the kind hovers and some runs are natural images and some not. 1 is searched too, so that
+    # a gain of the re-search itself is not credited to the scale
     nat_hover, found = 1.0, None
     for nh in (NAT_HOVERS if out[0][4] > 0 and (nat > 0).any() and (nat == 0).any() else ()):
         best = search(u * dec ** clock_w * ex ** xc, float(u.max()), level(terms), shape,
@@ -1338,6 +1337,14 @@ def row_epoch(r: RunData, i: int | None) -> int | None:
 def first_cut(keep) -> int | None:
     """The first epoch at which a kept-fraction series is below 0.995 (None: never)."""
     return next((i for i, k in enumerate(keep) if k < 0.995), None)
+
+
+def half_cut(keep) -> int | None:
+    """The first epoch by which half of a kept-fraction series' final cut is done (None: no
+    cut)."""
+    if 1.0 - float(keep[-1]) < 1e-9:
+        return None
+    return int(np.argmax(time_course(keep) <= 0.5))
 
 
 def leave_one_out(runs: tuple[RunData, ...] | None = None, by: str = "rho") -> list[dict]:

@@ -138,7 +138,7 @@ def planned_run(cfg: RunConfig):
     from sim.workload import load_workload
     if cfg.dynamic_batch or cfg.epoch_steps is None:
         raise ValueError(f"{cfg.name}: the clock depends on the run (dynamic batch, or one pass "
-                         "over the data a epoch); only fixed-batch virtual epochs are predicted")
+                         "over the data an epoch); only fixed-batch virtual epochs are predicted")
     w = load_workload(cfg.workload)
     outputs = w.layers[-1].c_out
     r0, g = lm.init_group_norms(w, cfg.init)
