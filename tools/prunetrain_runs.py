@@ -20,7 +20,7 @@
     python tools/prunetrain_runs.py --grid vgg-wd --device cuda --jobs 2  # VGG-11 32x32, wd 5e-4
     ... --stop-after 500 --log-dir L   # each run stops itself and is written from its log (device calls)
     python tools/prunetrain_runs.py --third-party  # records of the third-party CIFAR-100 reruns
-    python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~45 min)
+    python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~16 min)
     python tools/prunetrain_runs.py --grid chain-wd --jobs 2 ...     # VGG-11 decay twins at 16 x 16 (CPU)
     python tools/prunetrain_runs.py --predict --grid vgg-wd   # the stored fit's prediction, before a run
 

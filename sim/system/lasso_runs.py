@@ -129,8 +129,8 @@ def lr_at(cfg: RunConfig, epoch: int) -> float:
 def planned_run(cfg: RunConfig):
     """The trajectory model's inputs of a run not made yet (lasso_model.RunData, its kept
     fractions NaN): the clock from the configuration's lr and steps at every epoch; lambda / n0
-    at its analytic value, rho CE0 / ((1 - rho) R0) with CE0 = ln(the classifier's outputs) and R0
-    at the configuration's init (a finished run logs both; they differ by a few %). What the
+    at its analytic value at the configuration's init (lasso_model.lambda_per_norm; a finished run
+    logs lambda and R0, and differs by a few %). What the
     stored fit predicts for it is a prediction written down before the run (`tools/
     prunetrain_runs.py --predict`). Only a fixed batch and virtual epochs (epoch_steps) have a
     known clock before the run; anything else is a ValueError."""
@@ -141,13 +141,12 @@ def planned_run(cfg: RunConfig):
                          "over the data an epoch); only fixed-batch virtual epochs are predicted")
     w = load_workload(cfg.workload)
     outputs = w.layers[-1].c_out
-    r0, g = lm.init_group_norms(w, cfg.init)
-    lam_n = cfg.rho * math.log(outputs) / ((1 - cfg.rho) * r0) / (r0 / g)
     lr = np.array([lr_at(cfg, e) for e in range(cfg.epochs)])
-    plain, res = lm._kinds(w)
+    _, res = lm._kinds(w)
     nan = np.full(cfg.epochs, np.nan)
     return lm.RunData(cfg.name, w.name, cfg.rho, cfg.interval,
-                      np.cumsum(lr * cfg.epoch_steps) / (1 - cfg.momentum), lam_n, nan, nan,
+                      np.cumsum(lr * cfg.epoch_steps) / (1 - cfg.momentum),
+                      lm.lambda_per_norm(w, cfg.rho, cfg.init), nan, nan,
                       cfg.lr, cfg.batch, high=lr >= 0.99 * lr.max(),
                       init_scale=lm.init_scale(w, cfg.init), has_residual=bool(res),
                       weight_decay=cfg.weight_decay, coarse=cfg.coarse,
