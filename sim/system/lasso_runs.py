@@ -449,20 +449,15 @@ THIRD_PARTY = {"vgg11-cifar100-rho0.2-391steps.yaml": "dynamic",
 CIFAR100_TRAIN = 50_000
 
 
-def logged_schedule(facts: dict) -> tuple[int, tuple[int, ...]]:
-    """(steps an epoch, 0-based epochs from which the lr is x0.1) of a run in the times file
-    (`lr_from_epoch` is 1-based, as the logs print it)."""
-    return (int(facts["steps"]),
-            tuple(sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1)))
-
-
 def logged_model_schedule(facts: dict, epochs: int = 180):
-    """The model's Schedule of a run in the times file: its steps an epoch and lr decays
-    (logged_schedule), its first lr, and the images a step ceil(50,000 / steps) (not logged: 128
-    at 391 steps, 256 at 196 although the command says 128), so the model's steps an epoch are
-    the run's; weight decay 5e-4 (cifar.py's default, no flag given)."""
+    """The model's Schedule of a run in the times file: its steps an epoch, the 0-based epochs
+    from which its lr is x0.1 (`lr_from_epoch` is 1-based, as the logs print it), its first lr,
+    and the images a step ceil(50,000 / steps) (not logged: 128 at 391 steps, 256 at 196 although
+    the command says 128), so the model's steps an epoch are the run's; weight decay 5e-4
+    (cifar.py's default, no flag given)."""
     from sim.system import lasso_model as lm
-    steps, decays = logged_schedule(facts)
+    steps = int(facts["steps"])
+    decays = tuple(sorted(int(e) - 1 for e in facts["lr_from_epoch"] if int(e) > 1))
     return lm.Schedule(CIFAR100_TRAIN, epochs, math.ceil(CIFAR100_TRAIN / steps),
                        float(facts["lr_from_epoch"][1]), decays, 0.9,
                        f"logged: {facts['log']}", lm.CIFAR_WEIGHT_DECAY)
