@@ -202,10 +202,44 @@ def test_folded_labels_are_the_unions_labels_mod_ten(monkeypatch):
                        load_workload("resnet20"))
 
 
+def test_turned_cifar10_labels_are_class_plus_ten_quarter_turns(monkeypatch):
+    """cifar10rot: image i is CIFAR-10's image i turned by k_i quarter turns (a seeded draw,
+    every k in 0-3 used), labelled class + 10 k_i: 40 labels; the official split is kept."""
+    import sim.capture.datasets as dsm
+    x0 = np.random.default_rng(0).random((60, 3, 4, 4)).astype(np.float32)
+    y0 = np.arange(60) % 10
+    monkeypatch.setattr(dsm, "_cifar10", lambda: (
+        x0.copy(), y0.copy(), {"source": "c", "file": "c.npz", "official_train": 50}))
+    x, y, info = dsm._cifar10_rot()
+    k = y // 10
+    assert (y % 10 == y0).all() and sorted(set(k.tolist())) == [0, 1, 2, 3]
+    assert all(np.array_equal(np.rot90(x0[i], k[i], axes=(1, 2)), x[i]) for i in range(60))
+    assert info["official_train"] == 50 and "quarter turns" in info["source"]
+    again = dsm._cifar10_rot()
+    assert np.array_equal(again[1], y)
+
+
+def test_turned_cifar10_labels_fold_to_cifar10s_classes(monkeypatch):
+    """fold=True on cifar10rot: its 40 labels mod 10 (the class alone, the turned images kept):
+    the 40-label run's control; the 40-way workload takes the 40 labels."""
+    from sim.system.lasso_runs import _training_data
+    _one_image_per_label(monkeypatch, "cifar10rot", 40)
+    cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10rot", size=8, fold=True)
+    ds, x, y = _training_data(cfg, load_workload("resnet20"))
+    assert y.tolist() == list(range(10)) * 4 and ds.classes == 10
+    ds, x, y = _training_data(RunConfig("resnet20-c40", 0.25, 10, dataset="cifar10rot", size=8),
+                              load_workload("resnet20-c40"))
+    assert int(y.max()) == 39
+    with pytest.raises(ValueError, match="40 labels"):
+        _training_data(RunConfig("resnet20-c20", 0.25, 10, dataset="cifar10rot", size=8),
+                       load_workload("resnet20-c20"))
+
+
 def test_a_union_counts_its_share_of_natural_images():
     from sim.system.lasso_model import natural_images
     assert natural_images("cifar10") == 1.0 and natural_images("fashion") == 0.0
     assert natural_images("cifar10fashion") == 0.5 and natural_images(None) == 0.0
+    assert natural_images("cifar10rot") == 1.0
 
 
 def test_expansion_is_node_width_over_block_width():

@@ -195,17 +195,22 @@ def _stages(n: Net, x: str, c: int, widths, blocks, strides, bottleneck: bool, s
     return x, c
 
 
+# the lasso runs' many-label tasks (issue 15): classes -> (dataset, what the head is for)
+MANY_LABELS = {20: ("cifar10fashion", "the CIFAR-10 + Fashion-MNIST union"),
+               40: ("cifar10rot", "CIFAR-10 with quarter-turn labels (class + 10 x turns)")}
+
+
 def resnet_cifar_he(depth: int, classes: int = 10) -> Net:
     nb = (depth - 2) // 6
-    union = classes == 20
-    n = Net(f"resnet{depth}" + ("-c20" if union else ""),
+    dataset, task = MANY_LABELS.get(classes, ("cifar10", ""))
+    n = Net(f"resnet{depth}" + (f"-c{classes}" if task else ""),
             f"ResNet-{depth} for CIFAR-10 (He et al. 2016, 3 stages of {nb} "
             "basic blocks, 16/32/64 channels)"
-            + (", with a 20-way head for the CIFAR-10 + Fashion-MNIST union of the lasso runs "
-               "(issue 15)" if union else ""),
+            + (f", with a {classes}-way head for {task} of the lasso runs (issue 15)"
+               if task else ""),
             "He, Zhang, Ren, Sun 2016, 'Deep Residual Learning for Image Recognition', sec. 4.2 "
             "(CIFAR-10 ResNets, depth 6n+2); module names as in akamaster/pytorch_resnet_cifar10",
-            "cifar10fashion" if union else "cifar10", CIFAR,
+            dataset, CIFAR,
             notes="""Shortcuts: identity where shapes match; where they change (first block of
             layer2 and layer3) this file uses 1x1 conv + BN projections with stride 2 (He et al.'s
             option B), not the parameter-free option A (strided identity + zero channel padding) of
@@ -458,7 +463,7 @@ def zoo() -> list[Net]:
             + [vgg_cifar(d) for d in (11, 13, 19)]
             + [alexnet_cifar(), regnetx_400mf(), mobilenet_imagenet()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
-            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_bottleneck(29),
+            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_he(20, 40), resnet_cifar_bottleneck(29),
                resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True),
                resnet50_bt_prunetrain(), resnet50_bt_prunetrain(100), vgg_cifar(11, True)])
 

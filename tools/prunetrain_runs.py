@@ -252,6 +252,16 @@ TASK_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in TASK_GRID]
 # (session 28: half the cut 3.0x sooner at 5e-4, the model's 3.3x; docs/system.md).
 CHAIN_WD_GRID = [RunConfig("vgg11-cifar-gp", 0.25, 10, **_C16, init="he_fan_out",
                            weight_decay=wd) for wd in (1e-4, 5e-4)]
+# A second task pair beyond ten labels (session 29; to pending/task40, held out): the task term
+# T^kappa (lasso_model.task_information) rests on the coarse run (2 labels) and the 20-label pair,
+# and carries to CIFAR-100 and ImageNet (T 2 and 3) untested. CIFAR-10 at 16 x 16 with quarter-turn
+# labels (cifar10rot: 40 labels, T 1.6) and its control on the same turned images with the class
+# alone; shifts, no flips (a flip changes a turn's label); otherwise the 20-label pair's setting.
+# Predicted first: `--predict --grid task40`; `--grid task40 --jobs 2 --out
+# sim/data/prunetrain/pending/task40`.
+_R16 = dict(_C16, dataset="cifar10rot", flip=False)
+TASK40_GRID = [RunConfig("resnet20-c40", 0.25, 10, **_R16, init="he_fan_out"),
+               RunConfig("resnet20", 0.25, 10, **_R16, init="he_fan_out", fold=True)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
@@ -259,7 +269,7 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
          "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID,
-         "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID}
+         "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID, "task40": TASK40_GRID}
 
 
 class _Deadline(Exception):

@@ -141,7 +141,8 @@ DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 # on. The bundled runs on them (CIFAR-10) keep far more channels at the paper's per-sample lr than
 # the runs on centred digits and Fashion-MNIST products do, and only they depend on the per-sample
 # lr: a level (KindFit.nu) and a temperature exponent (KindFit.eta) apply to them alone [U].
-NATURAL_IMAGES = frozenset({"cifar10", "cifar100", "imagenet"})
+# cifar10rot: CIFAR-10's photographs turned by quarter turns (sim.capture.datasets).
+NATURAL_IMAGES = frozenset({"cifar10", "cifar100", "imagenet", "cifar10rot"})
 # The per-sample lr of the paper's CIFAR schedule (lr 0.1 at batch 128, VALIDATION.md C), which
 # every bundled run replays in lr x steps (sim.system.lasso_runs.PAPER_CIFAR*); the linear
 # scaling rule keeps it under dynamic mini-batch. Predictions are at the paper's own per-sample

@@ -63,7 +63,8 @@ class RunConfig:
     coarse: bool = False
     # the CIFAR-10 + Fashion-MNIST union (dataset cifar10fashion) with its 20 labels folded to 10
     # (CIFAR-10's class k and Fashion-MNIST's class k share label k), trained with the 10-way
-    # workload: the same images as the 20-class run, half the distinctions (its control)
+    # workload: the same images as the 20-class run, half the distinctions (its control); on
+    # cifar10rot the 40 labels folded to CIFAR-10's ten (the turned images, the class alone)
     fold: bool = False
     # torch device of the run ("cpu", "cuda"); not part of the name: the random draws are made on
     # the CPU generator either way, only the kernels' rounding differs
@@ -249,6 +250,10 @@ def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
             "per_epoch": per_epoch}
 
 
+# the data sets whose labels fold to ten (label mod 10): the union's 20, the turned CIFAR-10's 40
+FOLDED = frozenset({"cifar10fashion", "cifar10rot"})
+
+
 def _training_data(cfg: RunConfig, wl0):
     """(dataset, x, y): the run's training images and labels as tensors (subset and coarse
     labels applied; the dataset's validation labels coarsened alike)."""
@@ -266,8 +271,9 @@ def _training_data(cfg: RunConfig, wl0):
         y = vehicle[y.long()].to(y.dtype)
         ds = dataclasses.replace(ds, y_val=vehicle.numpy()[ds.y_val])
     if cfg.fold:
-        if cfg.dataset != "cifar10fashion":
-            raise ValueError("folded labels are the cifar10fashion union's 20 labels mod 10")
+        if cfg.dataset not in FOLDED:
+            raise ValueError("folded labels are the many-label sets' labels mod 10 (datasets "
+                             f"{', '.join(sorted(FOLDED))})")
         y = y % 10
         ds = dataclasses.replace(ds, y_val=ds.y_val % 10, classes=10)
     if int(y.max()) >= wl0.layers[-1].c_out:
