@@ -1307,6 +1307,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_measured_held_out_rows()
         yield from _c_third_party_rows()
         yield from _c_decay_pair_rows()
+        yield from _c_task40_rows()
         yield from _c_other_setting_rows(dense_cifar)
     yield from _c_comm_rows(quick, dense_m)
 
@@ -1818,6 +1819,50 @@ def _c_decay_pair_rows() -> Iterator[Row]:
                           "fraction", src, status="input",
                           note=(f"the 1e-4 twin: {float(tk[-1]):.3f}, model "
                                 f"{float(fit.keep_run(t, res)[-1]):.3f} " if t else "") + real)
+
+
+def _c_task40_rows() -> Iterator[Row]:
+    """The held-out task pair of session 29 (pending/task40, `tools/prunetrain_runs.py --grid
+    task40`): ResNet-20 on 16 x 16 CIFAR-10 with quarter-turn labels (cifar10rot, 40 labels) and
+    its control on the same turned images with the class alone (10), against the stored fit with
+    each run's own inputs. The task term T^kappa (task_information) rests on the 2-label coarse
+    run and the 20-label union pair; this pair tests it at 40 labels of another kind. Rows: the
+    last kept fraction per kind, and the pair's difference (40 labels minus the control) per kind,
+    the measured one against the model's."""
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
+    fit = bundled_fit()
+    paths = sorted((RUNS_DIR / "pending" / "task40").glob("*.yaml"))
+    runs = {("control" if "fold10" in p.stem else "labels"): (p, read_run(p)) for p in paths}
+    real = "(real runs, not a published number)"
+    for tag, (path, r) in sorted(runs.items()):
+        label = (f"trajectory model, task pair at 40 labels: {r.workload}, {r.classes} labels"
+                 + (" (folded control on the turned images)" if tag == "control" else "")
+                 + f", rho {r.rho:g}")
+        src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
+               f"{len(r.lrsteps)} epochs)")
+        m, p = first_cut(r.keep_plain), first_cut(fit.keep_run(r, False))
+        yield Row("C", f"{label}; epoch of the first plain cut, held out",
+                  float(m) if m is not None else "never", float(p) if p is not None else "never",
+                  "epoch", src, status="input", note=real)
+        for kind, res in (("plain spaces", False), ("residual nodes", True)):
+            k = r.keep_residual if res else r.keep_plain
+            yield Row("C", f"{label}; last kept fraction ({kind}), held out",
+                      round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
+                      "fraction", src, status="input",
+                      note=f"nats of the labels learnt in the high-lr phase, ln(labels) - CE: "
+                           f"{r.learned:.2f} {real}")
+    if set(runs) == {"labels", "control"}:
+        (_, a), (_, b) = runs["labels"], runs["control"]
+        for kind, res in (("plain spaces", False), ("residual nodes", True)):
+            ka, kb = (a.keep_residual, b.keep_residual) if res else (a.keep_plain, b.keep_plain)
+            yield Row("C", f"trajectory model, task pair at 40 labels: last kept fraction of the "
+                      f"{kind}, 40 labels minus the folded control, held out",
+                      round(float(ka[-1] - kb[-1]), 3),
+                      round(float(fit.keep_run(a, res)[-1] - fit.keep_run(b, res)[-1]), 3),
+                      "fraction", f"{runs['labels'][0].relative_to(REPO)} and its control / "
+                      "stored fit", status="input",
+                      note="the task term's test at 40 labels; the 20-label union pair (bundled, "
+                           "1e-4) measured the other sign " + real)
 
 
 def _c_authors_rows() -> Iterator[Row]:

@@ -416,6 +416,7 @@ class RunData:
     # from a console log that prints the widths at reconfigurations only has rows there
     epochs: np.ndarray | None = None
     first_clock: float | None = None  # lr x steps / (1 - momentum) of epoch 0 (None: lrsteps[0])
+    head: int = 10                # the classifier's outputs (CE0 = ln(head); D is over ln(head))
 
     @property
     def natural(self) -> float:
@@ -434,6 +435,13 @@ class RunData:
     @property
     def task(self) -> float:
         return task_information(self.classes)
+
+    @property
+    def learned(self) -> float:
+        """Nats of the labels the network has learnt in the high-lr phase: ln(labels) minus the
+        median training CE there (difficulty x ln(head)). Reported, not a model input: it is
+        measured during the run it would predict (NaN where the CE was not logged)."""
+        return math.log(max(self.classes, 2)) - self.difficulty * math.log(self.head)
 
     @property
     def pressure(self) -> float:
@@ -791,7 +799,8 @@ def run_from_doc(doc: dict, path: Path) -> RunData:
                        bool(run.get("coarse", False)), classes,
                        str(run.get("dataset", "digits")), expansion(w),
                        rows if sampled else None,
-                       float(per_all[0]["lr"] * per_all[0]["steps"] / (1 - run["momentum"])))
+                       float(per_all[0]["lr"] * per_all[0]["steps"] / (1 - run["momentum"])),
+                       w.layers[-1].c_out)
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 

@@ -152,7 +152,7 @@ def planned_run(cfg: RunConfig):
                       init_scale=lm.init_scale(w, cfg.init), has_residual=bool(res),
                       weight_decay=cfg.weight_decay, coarse=cfg.coarse,
                       classes=2 if cfg.coarse else 10 if cfg.fold else outputs,
-                      dataset=cfg.dataset, expansion=lm.expansion(w))
+                      dataset=cfg.dataset, expansion=lm.expansion(w), head=outputs)
 
 
 def run_one(cfg: RunConfig, progress=None, log=None) -> dict:
