@@ -1822,36 +1822,51 @@ def _c_decay_pair_rows() -> Iterator[Row]:
 
 
 def _c_task40_rows() -> Iterator[Row]:
-    """The held-out task pair of session 29 (pending/task40, `tools/prunetrain_runs.py --grid
-    task40`): ResNet-20 on 16 x 16 CIFAR-10 with quarter-turn labels (cifar10rot, 40 labels) and
-    its control on the same turned images with the class alone (10), against the stored fit with
-    each run's own inputs. The task term T^kappa (task_information) rests on the 2-label coarse
-    run and the 20-label union pair; this pair tests it at 40 labels of another kind. Rows: the
-    last kept fraction per kind, and the pair's difference (40 labels minus the control) per kind,
-    the measured one against the model's."""
+    """The held-out runs of session 29 in pending/task40 (`tools/prunetrain_runs.py --grid task40`
+    and `--grid task40-noflip`), against the stored fit with each run's own inputs:
+    - ResNet-20 on 16 x 16 CIFAR-10 with quarter-turn labels (cifar10rot, 40 labels) and its
+      control on the same turned images with the class alone (10). The task term T^kappa
+      (task_information) rests on the 2-label coarse run and the 20-label union pair; this pair
+      tests it at 40 labels of another kind.
+    - CIFAR-10 itself on the same setting without flips (the turned runs have none; the bundled
+      twin has them): which share of the turned runs' deep cut is the flips'.
+    Rows: the first plain cut and the last kept fraction per kind of each run, and the pair's
+    difference (40 labels minus the control) per kind, the measured one against the model's."""
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
     fit = bundled_fit()
-    paths = sorted((RUNS_DIR / "pending" / "task40").glob("*.yaml"))
-    runs = {("control" if "fold10" in p.stem else "labels"): (p, read_run(p)) for p in paths}
+    runs = {}
+    for p in sorted((RUNS_DIR / "pending" / "task40").glob("*.yaml")):
+        r = read_run(p)
+        tag = ("noflip" if r.dataset == "cifar10" else "control" if "fold10" in p.stem
+               else "labels")
+        runs[tag] = (p, r)
     real = "(real runs, not a published number)"
+    what = {"labels": "40 quarter-turn labels", "noflip": "CIFAR-10 itself without flips",
+            "control": "the class alone on the turned images (folded control)"}
+    twin = RUNS_DIR / ("resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
+                       "hefanout.yaml")
     for tag, (path, r) in sorted(runs.items()):
-        label = (f"trajectory model, task pair at 40 labels: {r.workload}, {r.classes} labels"
-                 + (" (folded control on the turned images)" if tag == "control" else "")
-                 + f", rho {r.rho:g}")
+        label = (f"trajectory model, task pair at 40 labels: {r.workload}, {what[tag]}, "
+                 f"rho {r.rho:g}")
         src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
                f"{len(r.lrsteps)} epochs)")
+        t = read_run(twin) if tag == "noflip" and twin.exists() else None
         m, p = first_cut(r.keep_plain), first_cut(fit.keep_run(r, False))
         yield Row("C", f"{label}; epoch of the first plain cut, held out",
                   float(m) if m is not None else "never", float(p) if p is not None else "never",
                   "epoch", src, status="input", note=real)
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             k = r.keep_residual if res else r.keep_plain
+            twin_note = ""
+            if t is not None:
+                tk = t.keep_residual if res else t.keep_plain
+                twin_note = f"the bundled twin with flips: {float(tk[-1]):.3f}; "
             yield Row("C", f"{label}; last kept fraction ({kind}), held out",
                       round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
                       "fraction", src, status="input",
-                      note=f"nats of the labels learnt in the high-lr phase, ln(labels) - CE: "
-                           f"{r.learned:.2f} {real}")
-    if set(runs) == {"labels", "control"}:
+                      note=twin_note + f"nats of the labels learnt in the high-lr phase, "
+                                       f"ln(labels) - CE: {r.learned:.2f} {real}")
+    if "labels" in runs and "control" in runs:
         (_, a), (_, b) = runs["labels"], runs["control"]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             ka, kb = (a.keep_residual, b.keep_residual) if res else (a.keep_plain, b.keep_plain)

@@ -463,7 +463,8 @@ def zoo() -> list[Net]:
             + [vgg_cifar(d) for d in (11, 13, 19)]
             + [alexnet_cifar(), regnetx_400mf(), mobilenet_imagenet()]
             + [resnet_cifar_kuangliu(d, 100) for d in (18, 34, 50, 101, 152)]
-            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_he(20, 40), resnet_cifar_bottleneck(29),
+            + [alexnet_cifar(100), resnet_cifar_he(20, 20), resnet_cifar_he(20, 40),
+               resnet_cifar_bottleneck(29),
                resnet_cifar_bottleneck(29, 4), resnet_cifar_kuangliu(50, gap=True),
                resnet50_bt_prunetrain(), resnet50_bt_prunetrain(100), vgg_cifar(11, True)])
 

@@ -22,6 +22,7 @@
     python tools/prunetrain_runs.py --third-party  # records of the third-party CIFAR-100 reruns
     python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~16 min)
     python tools/prunetrain_runs.py --grid chain-wd --jobs 2 ...     # VGG-11 decay twins at 16 x 16 (CPU)
+    python tools/prunetrain_runs.py --grid task40 --jobs 2 ...       # 40 quarter-turn labels, control (CPU)
     python tools/prunetrain_runs.py --predict --grid vgg-wd   # the stored fit's prediction, before a run
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -262,6 +263,11 @@ CHAIN_WD_GRID = [RunConfig("vgg11-cifar-gp", 0.25, 10, **_C16, init="he_fan_out"
 _R16 = dict(_C16, dataset="cifar10rot", flip=False)
 TASK40_GRID = [RunConfig("resnet20-c40", 0.25, 10, **_R16, init="he_fan_out"),
                RunConfig("resnet20", 0.25, 10, **_R16, init="he_fan_out", fold=True)]
+# ... and the control's control: CIFAR-10 itself on the same setting without flips (the bundled
+# twin has flips). Separates the turned images' deep cut from the flips' absence (session 29).
+# `--grid task40-noflip --out sim/data/prunetrain/pending/task40` (~20 min on one core)
+TASK40_NOFLIP_GRID = [RunConfig("resnet20", 0.25, 10, **dict(_C16, flip=False),
+                                init="he_fan_out")]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
@@ -269,7 +275,8 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "table1": TABLE1_GRID, "resnet50": RESNET50_GRID, "authors-r50": AUTHORS_R50_GRID,
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
          "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID,
-         "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID, "task40": TASK40_GRID}
+         "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID, "task40": TASK40_GRID,
+         "task40-noflip": TASK40_NOFLIP_GRID}
 
 
 class _Deadline(Exception):

@@ -21,7 +21,7 @@
 - ``cifar10fashion``: both, as one 20-class set (CIFAR-10's classes 0-9, Fashion-MNIST's 10-19,
   5,000 training and 1,000 validation images per class): the lasso runs' task with more than ten
   distinctions (issue 15), since no registry reachable from here ships CIFAR-100.
-- ``cifar10rot``: CIFAR-10 with every image turned by a quarter turns (k = 0-3, a seeded draw per
+- ``cifar10rot``: CIFAR-10 with every image turned by k quarter turns (k = 0-3, a seeded draw per
   image, fixed), labelled class + 10 k: 40 classes on CIFAR-10's own natural images and split,
   the lasso runs' task with 40 distinctions (issue 15). Its labels mod 10 are CIFAR-10's.
 
