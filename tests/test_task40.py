@@ -51,6 +51,20 @@ def test_the_model_predicts_the_pairs_difference_but_not_its_level():
         assert fit.keep_run(r, True)[-1] > r.keep_residual[-1] + 0.2
 
 
+def test_no_flips_and_turned_images_each_cut_the_nodes_deeper():
+    """CIFAR-10 itself on the pair's setting without flips (`--grid task40-noflip`) keeps fewer
+    residual-node channels than its bundled twin with flips (0.42 against 0.60), and the turned
+    images with the class alone fewer again (0.20): the turned pair's level below the model is
+    about half the flips' absence, half the turns."""
+    noflip = _pending(f"resnet20-cifar10-16-{TAIL}-hefanout")
+    flips = lm.read_run(lm.RUNS_DIR / f"resnet20-cifar10-16-{TAIL}-flip-hefanout.yaml")
+    control = _pending(CONTROL)
+    assert noflip.dataset == "cifar10" and noflip.classes == 10
+    assert flips.keep_residual[-1] > noflip.keep_residual[-1] + 0.1
+    assert noflip.keep_residual[-1] > control.keep_residual[-1] + 0.1
+    assert flips.keep_plain[-1] > noflip.keep_plain[-1] > control.keep_plain[-1] + 0.05
+
+
 def test_learned_nats_are_the_labels_information_less_the_high_lr_ce():
     """RunData.learned = ln(labels) - D ln(head): the 40-label run learns more nats of its labels
     than its control, the coarse run (2 labels on a 10-way head) less than a nat."""
