@@ -1830,6 +1830,7 @@ def _c_task40_rows() -> Iterator[Row]:
       tests it at 40 labels of another kind.
     - CIFAR-10 itself on the same setting without flips (the turned runs have none; the bundled
       twin has them): which share of the turned runs' deep cut is the flips'.
+    - the 40-label run at another seed (`--grid task40-seed`): a run's own noise.
     Rows: the first plain cut and the last kept fraction per kind of each run, and the pair's
     difference (40 labels minus the control) per kind, the measured one against the model's."""
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
@@ -1839,21 +1840,22 @@ def _c_task40_rows() -> Iterator[Row]:
         r = read_run(p)
         tag = ("noflip" if r.dataset == "cifar10" else "control" if "fold10" in p.stem
                else "labels")
-        runs[tag] = (p, r)
+        runs[tag, p.stem.rpartition("-seed")[2] if "-seed" in p.stem else ""] = (p, r)
     real = "(real runs, not a published number)"
     what = {"labels": "40 quarter-turn labels", "noflip": "CIFAR-10 itself without flips",
             "control": "the class alone on the turned images (folded control)"}
     twin = RUNS_DIR / ("resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
                        "hefanout.yaml")
-    for tag, (path, r) in sorted(runs.items()):
+    for (tag, seed), (path, r) in sorted(runs.items()):
         label = (f"trajectory model, task pair at 40 labels: {r.workload}, {what[tag]}, "
-                 f"rho {r.rho:g}")
+                 + (f"seed {seed}, " if seed else "") + f"rho {r.rho:g}")
         src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
                f"{len(r.lrsteps)} epochs)")
         t = read_run(twin) if tag == "noflip" and twin.exists() else None
-        m, p = first_cut(r.keep_plain), first_cut(fit.keep_run(r, False))
+        cut, cut_model = first_cut(r.keep_plain), first_cut(fit.keep_run(r, False))
         yield Row("C", f"{label}; epoch of the first plain cut, held out",
-                  float(m) if m is not None else "never", float(p) if p is not None else "never",
+                  "never" if cut is None else float(cut),
+                  "never" if cut_model is None else float(cut_model),
                   "epoch", src, status="input", note=real)
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             k = r.keep_residual if res else r.keep_plain
@@ -1866,15 +1868,15 @@ def _c_task40_rows() -> Iterator[Row]:
                       "fraction", src, status="input",
                       note=twin_note + f"nats of the labels learnt in the high-lr phase, "
                                        f"ln(labels) - CE: {r.learned:.2f} {real}")
-    if "labels" in runs and "control" in runs:
-        (_, a), (_, b) = runs["labels"], runs["control"]
+    if ("labels", "") in runs and ("control", "") in runs:
+        (_, a), (_, b) = runs["labels", ""], runs["control", ""]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             ka, kb = (a.keep_residual, b.keep_residual) if res else (a.keep_plain, b.keep_plain)
             yield Row("C", f"trajectory model, task pair at 40 labels: last kept fraction of the "
                       f"{kind}, 40 labels minus the folded control, held out",
                       round(float(ka[-1] - kb[-1]), 3),
                       round(float(fit.keep_run(a, res)[-1] - fit.keep_run(b, res)[-1]), 3),
-                      "fraction", f"{runs['labels'][0].relative_to(REPO)} and its control / "
+                      "fraction", f"{runs['labels', ''][0].relative_to(REPO)} and its control / "
                       "stored fit", status="input",
                       note="the task term's test at 40 labels; the 20-label union pair (bundled, "
                            "1e-4) measured the other sign " + real)

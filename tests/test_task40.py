@@ -85,7 +85,8 @@ def test_task40_rows_are_the_runs_against_the_stored_fit():
     assert all(r.status == "input" for r in rows)
     fit = lm.bundled_fit()
     forty = _pending(FORTY)
-    node = next(r for r in rows if "40 quarter-turn labels, rho" in r.what and "residual nodes" in r.what)
+    node = next(r for r in rows
+                if "40 quarter-turn labels, rho" in r.what and "residual nodes" in r.what)
     assert node.published == round(float(forty.keep_residual[-1]), 3)
     assert node.modeled == round(float(fit.keep_run(forty, True)[-1]), 3)
     diff = next(r for r in rows if "minus the folded control" in r.what and "nodes" in r.what)

@@ -23,6 +23,7 @@
     python tools/prunetrain_runs.py --grid task-wd --jobs 2 --out DIR  # task pair at wd 5e-4 (~16 min)
     python tools/prunetrain_runs.py --grid chain-wd --jobs 2 ...     # VGG-11 decay twins at 16 x 16 (CPU)
     python tools/prunetrain_runs.py --grid task40 --jobs 2 ...       # 40 quarter-turn labels, control (CPU)
+    python tools/prunetrain_runs.py --grid task40-noflip ...   # ... CIFAR-10 without flips; -seed: seed 1
     python tools/prunetrain_runs.py --predict --grid vgg-wd   # the stored fit's prediction, before a run
 
 Writes sim/data/prunetrain/<run name>.yaml (the trajectory file format plus `run` and `per_epoch`),
@@ -268,6 +269,9 @@ TASK40_GRID = [RunConfig("resnet20-c40", 0.25, 10, **_R16, init="he_fan_out"),
 # `--grid task40-noflip --out sim/data/prunetrain/pending/task40` (~20 min on one core)
 TASK40_NOFLIP_GRID = [RunConfig("resnet20", 0.25, 10, **dict(_C16, flip=False),
                                 init="he_fan_out")]
+# ... and the 40-label run at another seed (init and batch order): is the pair's node gap (+0.16)
+# larger than a run's own noise? `--grid task40-seed --out sim/data/prunetrain/pending/task40`
+TASK40_SEED_GRID = [dataclasses.replace(TASK40_GRID[0], seed=1)]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
@@ -276,7 +280,7 @@ GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr":
          "bottleneck-dead": BOTTLENECK_DEAD_GRID, "cap-check": CAP_CHECK_GRID,
          "clock": CLOCK_GRID, "clock-check": CLOCK_CHECK_GRID, "vgg-wd": VGG_WD_GRID,
          "task-wd": TASK_WD_GRID, "chain-wd": CHAIN_WD_GRID, "task40": TASK40_GRID,
-         "task40-noflip": TASK40_NOFLIP_GRID}
+         "task40-noflip": TASK40_NOFLIP_GRID, "task40-seed": TASK40_SEED_GRID}
 
 
 class _Deadline(Exception):
