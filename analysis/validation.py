@@ -1830,9 +1830,10 @@ def _c_task40_rows() -> Iterator[Row]:
       tests it at 40 labels of another kind.
     - CIFAR-10 itself on the same setting without flips (the turned runs have none; the bundled
       twin has them): which share of the turned runs' deep cut is the flips'.
-    - the 40-label run at another seed (`--grid task40-seed`): a run's own noise.
-    Rows: the first plain cut and the last kept fraction per kind of each run, and the pair's
-    difference (40 labels minus the control) per kind, the measured one against the model's."""
+    - the pair at another seed (`--grid task40-seed`): a run's own noise.
+    Rows: the first plain cut and the last kept fraction per kind of each run, and each seed's
+    pair difference (40 labels minus the control) per kind, the measured one against the
+    model's."""
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
     fit = bundled_fit()
     runs = {}
@@ -1868,16 +1869,17 @@ def _c_task40_rows() -> Iterator[Row]:
                       "fraction", src, status="input",
                       note=twin_note + f"nats of the labels learnt in the high-lr phase, "
                                        f"ln(labels) - CE: {r.learned:.2f} {real}")
-    if ("labels", "") in runs and ("control", "") in runs:
-        (_, a), (_, b) = runs["labels", ""], runs["control", ""]
+    for seed in sorted({s for t, s in runs if t == "labels" and ("control", s) in runs}):
+        (path, a), (_, b) = runs["labels", seed], runs["control", seed]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             ka, kb = (a.keep_residual, b.keep_residual) if res else (a.keep_plain, b.keep_plain)
-            yield Row("C", f"trajectory model, task pair at 40 labels: last kept fraction of the "
+            yield Row("C", f"trajectory model, task pair at 40 labels"
+                      + (f" (seed {seed})" if seed else "") + f": last kept fraction of the "
                       f"{kind}, 40 labels minus the folded control, held out",
                       round(float(ka[-1] - kb[-1]), 3),
                       round(float(fit.keep_run(a, res)[-1] - fit.keep_run(b, res)[-1]), 3),
-                      "fraction", f"{runs['labels', ''][0].relative_to(REPO)} and its control / "
-                      "stored fit", status="input",
+                      "fraction", f"{path.relative_to(REPO)} and its control / stored fit",
+                      status="input",
                       note="the task term's test at 40 labels; the 20-label union pair (bundled, "
                            "1e-4) measured the other sign " + real)
 

@@ -77,11 +77,15 @@ def test_learned_nats_are_the_labels_information_less_the_high_lr_ce():
 
 
 def test_task40_rows_are_the_runs_against_the_stored_fit():
-    """Three rows per run (first plain cut, last kept per kind) and the pair's two differences;
-    the measured values are the runs' own, the modeled ones the stored fit's."""
+    """Three rows per run (first plain cut, last kept per kind) and two per seed with both runs
+    of the pair (its differences); the measured values are the runs' own, the modeled ones the
+    stored fit's."""
     rows = list(_c_task40_rows())
     runs = sorted((lm.RUNS_DIR / "pending" / "task40").glob("*.yaml"))
-    assert len(runs) >= 2 and len(rows) == 3 * len(runs) + 2
+    pairs = sum(1 for p in runs if "fold10" in p.name
+                and p.with_name(p.name.replace("resnet20-", "resnet20-c40-")
+                                .replace("-fold10", "")).exists())
+    assert len(runs) >= 2 and pairs >= 1 and len(rows) == 3 * len(runs) + 2 * pairs
     assert all(r.status == "input" for r in rows)
     fit = lm.bundled_fit()
     forty = _pending(FORTY)
@@ -89,5 +93,5 @@ def test_task40_rows_are_the_runs_against_the_stored_fit():
                 if "40 quarter-turn labels, rho" in r.what and "residual nodes" in r.what)
     assert node.published == round(float(forty.keep_residual[-1]), 3)
     assert node.modeled == round(float(fit.keep_run(forty, True)[-1]), 3)
-    diff = next(r for r in rows if "minus the folded control" in r.what and "nodes" in r.what)
+    diff = next(r for r in rows if "labels: last kept" in r.what and "nodes" in r.what)
     assert diff.published == pytest.approx(0.161, abs=0.001)

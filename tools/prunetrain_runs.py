@@ -269,9 +269,9 @@ TASK40_GRID = [RunConfig("resnet20-c40", 0.25, 10, **_R16, init="he_fan_out"),
 # `--grid task40-noflip --out sim/data/prunetrain/pending/task40` (~20 min on one core)
 TASK40_NOFLIP_GRID = [RunConfig("resnet20", 0.25, 10, **dict(_C16, flip=False),
                                 init="he_fan_out")]
-# ... and the 40-label run at another seed (init and batch order): is the pair's node gap (+0.16)
-# larger than a run's own noise? `--grid task40-seed --out sim/data/prunetrain/pending/task40`
-TASK40_SEED_GRID = [dataclasses.replace(TASK40_GRID[0], seed=1)]
+# ... and the pair at another seed (init and batch order): is its node gap (+0.16) larger than a
+# run's own noise? `--grid task40-seed --jobs 2 --out sim/data/prunetrain/pending/task40`
+TASK40_SEED_GRID = [dataclasses.replace(c, seed=1) for c in TASK40_GRID]
 GRIDS = {"cpu": GRID, "gpu": GPU_GRID, "cifar": CIFAR_GRID, "wd": WD_GRID, "lr": LR_GRID,
          "psl": PSL_GRID, "coarse": COARSE_GRID, "paper1x": PAPER1X_GRID, "task": TASK_GRID,
          "task-seed": TASK_SEED_GRID, "task-rho": TASK_RHO_GRID,
