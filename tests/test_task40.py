@@ -20,12 +20,14 @@ def _pending(name: str) -> lm.RunData:
 
 def test_forty_turn_labels_keep_more_than_their_folded_control():
     """On the same turned images, 40 labels (class and turn) end with more residual-node channels
-    than the class alone (0.357 against 0.196) and more plain channels (0.104 against 0.062), the
-    sign of the model's task term; the 20-label union pair (bundled) measured the other sign."""
-    forty, control = _pending(FORTY), _pending(CONTROL)
-    assert (forty.classes, control.classes, forty.head, control.head) == (40, 10, 40, 10)
-    assert forty.keep_residual[-1] > control.keep_residual[-1] + 0.1
-    assert forty.keep_plain[-1] > control.keep_plain[-1] + 0.02
+    than the class alone (0.357 against 0.196; at seed 1 0.286 against 0.214) and more plain
+    channels (0.104 against 0.062; 0.074 against 0.054), the sign of the model's task term; the
+    20-label union pair (bundled) measured the other sign."""
+    for seed in ("", "-seed1"):
+        forty, control = _pending(FORTY + seed), _pending(CONTROL + seed)
+        assert (forty.classes, control.classes, forty.head, control.head) == (40, 10, 40, 10)
+        assert forty.keep_residual[-1] > control.keep_residual[-1] + 0.05
+        assert forty.keep_plain[-1] > control.keep_plain[-1] + 0.01
     union = lm.read_run(lm.RUNS_DIR / f"resnet20-c20-cifar10fashion16-{TAIL}-flip-hefanout.yaml")
     folded = lm.read_run(lm.RUNS_DIR
                          / f"resnet20-cifar10fashion16-{TAIL}-flip-fold10-hefanout.yaml")
