@@ -1770,6 +1770,19 @@ def _c_third_party_rows() -> Iterator[Row]:
                        "better and Table 1's FLOPs rows worse)")
 
 
+def _last_kept_rows(label: str, r, fit, src: str, note) -> Iterator[Row]:
+    """A held-out run's last kept fraction per kind (residual nodes only where the network has
+    them) against the stored fit with the run's own inputs; note(residual) gives each row's
+    note."""
+    for kind, res in (("plain spaces", False), ("residual nodes", True)):
+        if res and not r.has_residual:
+            continue
+        k = r.keep_residual if res else r.keep_plain
+        yield Row("C", f"{label}; last kept fraction ({kind}), held out",
+                  round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
+                  "fraction", src, status="input", note=note(res))
+
+
 def _c_decay_pair_rows() -> Iterator[Row]:
     """Held-out runs of session 28 at the authors' decay 5e-4 and their 1e-4 twins, against the
     stored fit with each run's own inputs (none of them is fitted):
@@ -1809,16 +1822,12 @@ def _c_decay_pair_rows() -> Iterator[Row]:
                           float(p) if p is not None else "never", "epoch", src, status="input",
                           note=(f"the 1e-4 twin: epoch {f(t.keep_plain)}, model "
                                 f"{f(fit.keep_run(t, False))} " if t else "") + real)
-            for kind, res in (("plain spaces", False), ("residual nodes", True)):
-                if res and not r.has_residual:
-                    continue
-                k = r.keep_residual if res else r.keep_plain
-                tk = None if t is None else (t.keep_residual if res else t.keep_plain)
-                yield Row("C", f"{label}; last kept fraction ({kind}), held out",
-                          round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
-                          "fraction", src, status="input",
-                          note=(f"the 1e-4 twin: {float(tk[-1]):.3f}, model "
-                                f"{float(fit.keep_run(t, res)[-1]):.3f} " if t else "") + real)
+            yield from _last_kept_rows(
+                label, r, fit, src,
+                lambda res, t=t: (f"the 1e-4 twin: "
+                                  f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}, "
+                                  f"model {float(fit.keep_run(t, res)[-1]):.3f} "
+                                  if t else "") + real)
 
 
 def _c_task40_rows() -> Iterator[Row]:
@@ -1858,17 +1867,14 @@ def _c_task40_rows() -> Iterator[Row]:
                   "never" if cut is None else float(cut),
                   "never" if cut_model is None else float(cut_model),
                   "epoch", src, status="input", note=real)
-        for kind, res in (("plain spaces", False), ("residual nodes", True)):
-            k = r.keep_residual if res else r.keep_plain
-            twin_note = ""
-            if t is not None:
-                tk = t.keep_residual if res else t.keep_plain
-                twin_note = f"the bundled twin with flips: {float(tk[-1]):.3f}; "
-            yield Row("C", f"{label}; last kept fraction ({kind}), held out",
-                      round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
-                      "fraction", src, status="input",
-                      note=twin_note + f"nats of the labels learnt in the high-lr phase, "
-                                       f"ln(labels) - CE: {r.learned:.2f} {real}")
+        learnt = (f"nats of the labels learnt in the high-lr phase, ln(labels) - CE: "
+                  f"{r.learned:.2f} {real}")
+        yield from _last_kept_rows(
+            label, r, fit, src,
+            lambda res, t=t, learnt=learnt: (
+                f"the bundled twin with flips: "
+                f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}; "
+                if t is not None else "") + learnt)
     for seed in sorted({s for t, s in runs if t == "labels" and ("control", s) in runs}):
         (path, a), (_, b) = runs["labels", seed], runs["control", seed]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
