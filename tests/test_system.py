@@ -12,8 +12,10 @@ from sim.methods import parse_method
 from sim.system import collectives as co
 from sim.system.cluster import bundled_clusters, cluster_from_dict, load_cluster
 from sim.system.memory import footprint, max_batch
-from sim.system.prunetrain import (apply_widths, authors_macs, load_trajectory,
+from sim.system.prunetrain import (apply_widths, authors_bn_words, authors_macs,
+                                   authors_training_fraction, charged_epochs, load_trajectory,
                                    parametric_trajectory, simulate_run)
+from sim.system.trajectory import Trajectory
 from sim.system.timeline import LayerTimes, make_buckets, simulate_iteration
 from sim.system.tta import Curve, load_curves, time_to_accuracy, tta_report
 from sim.workload import load_workload
@@ -248,6 +250,49 @@ def test_authors_accounting_matches_gemms_for_a_same_padded_conv():
     from dataclasses import replace
     sub = replace(w, layers=(conv,))
     assert authors_macs(sub, 2) == 2 * (2 * crsk * conv.p * conv.q + (conv.h + 2) ** 2 * crsk)
+
+
+def _halving(w, at: int) -> Trajectory:
+    """Every conv but the stem's input halved from epoch `at` on, the classifier's input too."""
+    half = tuple((l.name, l.c_in if i == 0 else l.c_in // 2, l.c_out // 2 if l.op != "fc"
+                  else l.c_out) for i, l in enumerate(w.layers))
+    return Trajectory(((0, ()), (at, half)), "test")
+
+
+@pytest.mark.parametrize("epochs,interval", [(90, 5), (182, 10), (7, 3)])
+def test_authors_charging_counts_one_interval_per_reconfiguration_the_last_included(epochs,
+                                                                                  interval):
+    w = load_workload("vgg11-cifar")
+    dense = Trajectory(((0, ()),), "dense")
+    # a network that never prunes is charged interval * (epochs // interval + 1) epochs
+    assert charged_epochs(epochs, interval) == interval * (epochs // interval + 1)
+    assert authors_training_fraction(w, dense, epochs, interval) == pytest.approx(
+        charged_epochs(epochs, interval) / epochs, rel=1e-12)
+    assert charged_epochs(90, 5) == 95 and charged_epochs(182, 10) == 190
+
+
+def test_authors_charging_against_a_hand_count_of_the_script():
+    w = load_workload("vgg11-cifar")
+    tr = _halving(w, 20)
+    base, half = authors_macs(w, 1), authors_macs(apply_widths(w, tr.widths_at(20)), 1)
+    assert half < 0.3 * base
+    # calc_cost.py: base for the first interval, then the networks logged at epochs 10 .. 180
+    # (the widths from 0-based epoch 10, 20, ... on): 10 at the base widths, 17 halved
+    want = 10 * (base + base + 17 * half) / (182 * base)
+    assert authors_training_fraction(w, tr, 182, 10) == pytest.approx(want, rel=1e-12)
+    # the epochs run alone would give 20 epochs dense and 162 halved: the script charges 8 more
+    run = (20 * base + 162 * half) / (182 * base)
+    assert authors_training_fraction(w, tr, 182, 10) - run == pytest.approx(
+        8 * half / (182 * base), rel=1e-9)
+    with pytest.raises(ConfigError, match="interval"):
+        authors_training_fraction(w, tr, 182, 0)
+    # the batch-norm count: 8 N K P^2 words after every conv, charged the same way
+    conv = w.convs[1]
+    from dataclasses import replace
+    assert authors_bn_words(replace(w, layers=(conv,)), 3) == 8 * 3 * conv.c_out * conv.p * conv.q
+    bn0, bn1 = authors_bn_words(w, 1), authors_bn_words(apply_widths(w, tr.widths_at(20)), 1)
+    assert authors_training_fraction(w, tr, 182, 10, authors_bn_words) == pytest.approx(
+        10 * (2 * bn0 + 17 * bn1) / (182 * bn0), rel=1e-12)
 
 
 def test_run_roofline_prunetrain_cheaper_and_zero_saves_comm():

@@ -217,7 +217,7 @@ def test_authors_shaped_trajectory_runs_from_dense_to_their_network():
     early, late = (v._authors_shaped(w, final, model, 90, 5, s) for s in (0.5, 4.0))
     assert early.widths_at(0) == {x.name: (x.c_in, x.c_out) for x in w.layers}
     assert early.widths_at(89) == late.widths_at(89) == final
-    assert v._train_flops_frac(w, early, 90, 64) < v._train_flops_frac(w, late, 90, 64)
+    assert v._train_flops_frac(w, early, 90, 5) < v._train_flops_frac(w, late, 90, 5)
     assert apply_widths(w, late.widths_at(10)).macs() > apply_widths(w, early.widths_at(10)).macs()
 
 

@@ -287,6 +287,45 @@ def authors_macs(workload: Workload, batch: int) -> int:
     return tot
 
 
+def charged_epochs(epochs: int, interval: int) -> int:
+    """Epochs the authors' cost script charges a PruneTrain run of `epochs` epochs (see
+    authors_training_fraction): the initial network's interval and one interval per
+    reconfiguration, the one after the last epoch included."""
+    return interval * (epochs // interval + 1)
+
+
+def authors_bn_words(workload: Workload, batch: int) -> int:
+    """PruneTrain authors' batch-norm traffic of one iteration (calc_cost.py's bn_cost, "(3 x
+    NKPQ) + (5 x NKPQ)"): 8 N K P^2 words after every conv (their networks have a BN after each)."""
+    return sum(8 * batch * l.c_out * l.p * l.q for l in workload.layers if l.op != "fc")
+
+
+def authors_training_fraction(workload: Workload, trajectory: Trajectory, epochs: int,
+                              interval: int, cost=authors_macs) -> float:
+    """Training MACs vs dense as PruneTrain's Table 1 counts them (cost: authors_macs, or
+    authors_bn_words for its batch-norm traffic, summed the same way). The authors' cost script
+    (src/scripts/calc_cost.py, Sangkug Lym's 2019 code as imported at github.com/VictorSuciu/
+    prunetrain commit 3d2abbe; its constants are the paper's ImageNet setting: reconf_int 5,
+    mini_batch 256, 90 epochs) sums per network authors_macs at a fixed number of iterations an
+    epoch: the initial network, then the network of every "Generating a new dense architecture"
+    in the training log, i.e. of each reconfiguration at epoch k * interval (1-based; k = 1 ..
+    epochs // interval, the cifar and imagenet scripts' `epoch % sparse_interval == 0`, so the
+    last epoch's too when interval divides it), each times reconf_int epochs; dense is the
+    initial network times `epochs`. The script means to drop the last reconfiguration ("Remove
+    the final recfguration info for total training cost") but does so after the totals are
+    taken, so a run is charged charged_epochs(): 95 of ImageNet's 90 epochs, 190 of CIFAR's 182.
+    A trajectory point at epoch e holds the widths trained from 0-based epoch e on, the ones the
+    reconfiguration after 1-based epoch e chose; the last reconfiguration's are the point at
+    `epochs` where the trajectory has one, else its last point's."""
+    if epochs < 1 or interval < 1:
+        raise ConfigError(None, "interval", f"epochs and interval must be >= 1, got {epochs} "
+                                            f"and {interval}")
+    base = cost(workload, 1)
+    nets = [base] + [cost(apply_widths(workload, trajectory.widths_at(k * interval)), 1)
+                     for k in range(1, epochs // interval + 1)]
+    return interval * sum(nets) / (epochs * base)
+
+
 # ------------------------------------------------------------------------------------ runs
 
 @dataclass(frozen=True)
