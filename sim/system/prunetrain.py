@@ -311,9 +311,11 @@ def authors_training_fraction(workload: Workload, trajectory: Trajectory, epochs
     in the training log, i.e. of each reconfiguration at epoch k * interval (1-based; k = 1 ..
     epochs // interval, the cifar and imagenet scripts' `epoch % sparse_interval == 0`, so the
     last epoch's too when interval divides it), each times reconf_int epochs; dense is the
-    initial network times `epochs`. The script means to drop the last reconfiguration ("Remove
-    the final recfguration info for total training cost") but does so after the totals are
-    taken, so a run is charged charged_epochs(): 95 of ImageNet's 90 epochs, 190 of CIFAR's 182.
+    initial network times `epochs`. Where interval divides the epochs, the script means to drop
+    the last reconfiguration ("Remove the final recfguration info for total training cost") but
+    does so after the totals are taken; where it does not, the last network is charged a whole
+    interval for the epochs left. So a run is charged charged_epochs(): 95 of ImageNet's 90
+    epochs, 190 of CIFAR's 182.
     A trajectory point at epoch e holds the widths trained from 0-based epoch e on, the ones the
     reconfiguration after 1-based epoch e chose; the last reconfiguration's are the point at
     `epochs` where the trajectory has one, else its last point's."""
