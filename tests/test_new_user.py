@@ -232,6 +232,34 @@ def test_prunetrain_dynamic_batch_split_and_cap(capsys):
     assert rc == 2 and "--max-global-batch" in capsys.readouterr().err
 
 
+def test_train_states_prunetrain_flops_both_ways(capsys, tmp_path):
+    """train prints a PruneTrain run's training FLOPs as the engine runs them and as Table 1
+    counts them (the authors' script: each reconfiguration charged an interval, the last one
+    too); the interval changes the second; a trajectory file has no interval to charge by."""
+    from sim.system.prunetrain import authors_training_fraction, lasso_trajectory
+    from sim.workload import load_workload
+    base = ["train", "--workload", "resnet32", "--cluster", "gtx1080ti-11gb", "--gpus", "1",
+            "--epochs", "40", "--batch", "64", "--roofline"]
+
+    def flops(*extra):
+        assert main(base + list(extra) + ["--json"]) == 0
+        return json.loads(capsys.readouterr().out)["training_flops_vs_dense"]
+    five, ten = flops("--method", "prunetrain:interval=5"), flops("--method", "prunetrain")
+    assert five["charged_epochs"] == 45 and ten["charged_epochs"] == 50
+    w = load_workload("resnet32")
+    want = authors_training_fraction(w, lasso_trajectory(w, 0.2, 5, 40, 64), 40, 5)
+    assert five["table1"] == pytest.approx(want, rel=1e-12)
+    assert 0 < five["gemm"] < 1 and five["table1"] != ten["table1"]
+    assert flops() is None                                   # dense: nothing to count
+    assert main(base + ["--method", "prunetrain"]) == 0
+    assert "as PruneTrain's Table 1 counts them" in capsys.readouterr().out
+    f = tmp_path / "t.yaml"
+    f.write_text("workload: resnet32\npoints:\n  10:\n    layer1.0.conv1: [16, 8]\n"
+                 "    layer1.0.conv2: [8, 16]\n")
+    fixed = flops("--method", "prunetrain", "--trajectory", str(f))
+    assert fixed["table1"] is None and 0 < fixed["gemm"] < 1
+
+
 def test_train_replays_a_given_batch_schedule(capsys):
     """--batch-steps: the method's run takes the given per-device batches (a published schedule);
     with prunetrain it replaces the memory rule in the split; a step the device cannot hold or a

@@ -176,7 +176,24 @@ def build_runs(args):
                            batch_steps=steps, plan=pt)
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
+    if pt is not None:
+        model = args.trajectory is None or args.trajectory.startswith("model")
+        args.prunetrain_flops = training_flops(run, dense, w, traj, epochs,
+                                               pt.get("interval") if model else None)
     return w, cl, spec, run, dense
+
+
+def training_flops(run, dense, w, traj, epochs: int, interval: int | None) -> dict:
+    """A PruneTrain run's training FLOPs vs dense, two ways: "gemm", the engine's GEMM FLOPs over
+    the epochs run; "table1", as PruneTrain's Table 1 counts them (prunetrain.
+    authors_training_fraction; None for a trajectory file, whose reconfigurations are its own
+    points, not an interval's)."""
+    from sim.system.prunetrain import authors_training_fraction, charged_epochs
+    gemm = sum(e.flops for e in run.epochs) / sum(e.flops for e in dense.epochs)
+    if interval is None:
+        return {"gemm": gemm, "table1": None, "charged_epochs": None}
+    return {"gemm": gemm, "table1": authors_training_fraction(w, traj, epochs, interval),
+            "charged_epochs": charged_epochs(epochs, interval)}
 
 
 def _speedup(run, dense) -> float | None:
@@ -213,7 +230,8 @@ def cmd_train(args) -> int:
                "speedup": _speedup(run, dense),
                "comm_bytes_vs_dense": (run.comm_bytes / dense.comm_bytes) if dense.comm_bytes
                else None,
-               "tta": tta, "prunetrain_split": split_json}
+               "tta": tta, "prunetrain_split": split_json,
+               "training_flops_vs_dense": getattr(args, "prunetrain_flops", None)}
         print(json.dumps(out, indent=1))
         return 0
     print(f"{w.name} on {cl.name}: {cl.devices} devices ("
@@ -256,6 +274,14 @@ def cmd_train(args) -> int:
              "system level)")
           + (f"; communication bytes {run.comm_bytes / dense.comm_bytes:.3f} of dense's"
              if dense.comm_bytes else ""))
+    fl = getattr(args, "prunetrain_flops", None)
+    if fl:
+        print(f"  training FLOPs: {fl['gemm']:.3f} of dense's (the engine's GEMMs over the "
+              "epochs run); " + (f"{fl['table1']:.3f} as PruneTrain's Table 1 counts them (the "
+                                 f"authors' MACs, {fl['charged_epochs']} epochs charged against "
+                                 f"dense's {len(dense.epochs)})" if fl["table1"] is not None else
+                                 "Table 1's count needs the model's interval, not a trajectory "
+                                 "file"))
     if split:
         f = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
         print(f"  split: pruning alone {f(split['pruning_alone'])} (dense's batch), batch growth "
