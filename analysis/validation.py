@@ -1125,15 +1125,15 @@ def _c_accounting_note(p, d, epochs: int, interval: int) -> str:
     return (f"; counted as Table 1 counts (the authors' calc_cost.py: their MAC formula, each "
             f"reconfiguration's network charged {interval} epochs, the last one's too, so "
             f"{charged_epochs(epochs, interval)} epochs against dense's {epochs}); the epochs "
-            f"run, in the authors' MACs: {100 * _flops_share(p, d, 'authors_macs'):.1f} %, in "
-            f"the engine's GEMM FLOPs: {100 * _flops_share(p, d):.1f} %")
+            f"run, in the authors' MACs: {100 * p.flops_vs(d, 'authors_macs'):.1f} %, in "
+            f"the engine's GEMM FLOPs: {100 * p.flops_vs(d):.1f} %")
 
 
 def _c_accounting_rows(label, pf, p, d, src) -> Iterator[Row]:
     """Error budget of the counting: the same run's training FLOPs as the engine runs them
     (GEMM FLOPs of the epochs run), not as Table 1 counts them."""
     yield Row("C", f"{label}: training FLOPs vs dense, the epochs run in the engine's GEMM FLOPs "
-              "(not Table 1's accounting)", pf * 100, 100 * _flops_share(p, d), "%", src,
+              "(not Table 1's accounting)", pf * 100, 100 * p.flops_vs(d), "%", src,
               status="input",
               note="error budget: the row above counts as the authors' script did; this one "
                    "counts the GEMMs the engine runs (no AGBP for the stem, whose input needs "
@@ -1284,6 +1284,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         w = with_classes(load_workload(wl_name), classes)
         tr = lasso_trajectory(w, rho, interval, epochs, batch * (4 if classes == 1000 else 1))
         pt_m = _pt_method(rho, interval)
+        fr = _train_flops_frac(w, tr, epochs, interval)
         first = True
         saving = {}
         for cname, ptime in ptimes.items():
@@ -1291,7 +1292,6 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
             cl = one[cname].with_devices(4) if classes == 1000 else one[cname]
             d = simulate_run(w, cl, dense_m, epochs=epochs, batch=batch)
             p = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr)
-            fr = _train_flops_frac(w, tr, epochs, interval)
             src = f"{w.name} / prunetrain rho={rho} interval={interval} / {epochs} epochs b{batch}"
             if first:
                 yield Row("C", f"{label}: training FLOPs vs dense", pf * 100, 100 * fr, "%", src,
@@ -1529,7 +1529,7 @@ def _c_v100_measured_rows() -> Iterator[Row]:
                       res.train_seconds / dense_res.train_seconds, "x", src,
                       note="sums of the logs' 180 train_epoch_time_s, cuDNN re-tuning after each "
                            "reconfiguration included (the engine does not model it); training "
-                           f"FLOPs of the run {_flops_share(res, dense_res):.3f} of dense")
+                           f"FLOPs of the run {res.flops_vs(dense_res):.3f} of dense")
     slope, icpt = _least_squares(fit_x, fit_y)
     yield Row("C", "V100 step time against the engine's, both pruned runs' settled epochs: share "
               "of the engine's predicted change that the V100 shows (least-squares slope)", 1.0,
@@ -1573,13 +1573,6 @@ def _least_squares(x: list[float], y: list[float]) -> tuple[float, float]:
     import numpy as np
     b, a = np.polyfit(np.asarray(x), np.asarray(y), 1)
     return float(b), float(a)
-
-
-def _flops_share(res, dense, count: str = "flops") -> float:
-    """A run's training FLOPs vs a dense run's, summed over the epochs run: "flops" the engine's
-    GEMM FLOPs, "authors_macs" the authors' MAC formula."""
-    return (sum(getattr(e, count) for e in res.epochs)
-            / sum(getattr(e, count) for e in dense.epochs))
 
 
 def _c_v100_196_rows(runs: dict, w) -> Iterator[Row]:

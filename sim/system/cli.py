@@ -135,9 +135,10 @@ def build_runs(args):
                                  "provenance records the training it ran)"))
     fw = framework_arg(getattr(args, "framework", None))
     _check_inputs(args, w, cl, epochs, batch, samples, fw.activation_overhead)
-    traj, dyn = None, None
+    traj, dyn, every = None, None, None
     if pt is not None:
         t = args.trajectory
+        every = pt.get("interval")   # a model's reconfigurations; a file's are its own points
         if t is None or t == "model":
             traj = lasso_trajectory(w, pt.get("rho"), pt.get("interval"), epochs,
                                     batch * cl.devices, samples, weight_decay=pt.get("wd"))
@@ -151,7 +152,7 @@ def build_runs(args):
                 raise ConfigError(None, "--trajectory", "a trajectory file fixes the channels "
                                   "and their epochs: rho, interval and wd change nothing, leave "
                                   "them out")
-            traj = load_trajectory(t, w)
+            traj, every = load_trajectory(t, w), None
         dyn = "device"
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
@@ -177,9 +178,7 @@ def build_runs(args):
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
     if pt is not None:
-        model = args.trajectory is None or args.trajectory.startswith("model")
-        args.prunetrain_flops = training_flops(run, dense, w, traj, epochs,
-                                               pt.get("interval") if model else None)
+        args.prunetrain_flops = training_flops(run, dense, w, traj, epochs, every)
     return w, cl, spec, run, dense
 
 
@@ -189,7 +188,7 @@ def training_flops(run, dense, w, traj, epochs: int, interval: int | None) -> di
     authors_training_fraction; None for a trajectory file, whose reconfigurations are its own
     points, not an interval's)."""
     from sim.system.prunetrain import authors_training_fraction, charged_epochs
-    gemm = sum(e.flops for e in run.epochs) / sum(e.flops for e in dense.epochs)
+    gemm = run.flops_vs(dense)
     if interval is None:
         return {"gemm": gemm, "table1": None, "charged_epochs": None}
     return {"gemm": gemm, "table1": authors_training_fraction(w, traj, epochs, interval),

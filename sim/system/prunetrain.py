@@ -379,6 +379,13 @@ class Run:
     def comm_seconds(self) -> float:
         return sum(e.comm_seconds for e in self.epochs)
 
+    def flops_vs(self, dense: Run, count: str = "flops") -> float:
+        """Training FLOPs vs a dense run's, summed over the epochs run: count "flops" the
+        engine's GEMM FLOPs, "authors_macs" the authors' MAC formula (for Table 1's own count,
+        which charges epochs the run did not run, see authors_training_fraction)."""
+        return (sum(getattr(e, count) for e in self.epochs)
+                / sum(getattr(e, count) for e in dense.epochs))
+
     def to_json(self) -> dict:
         return {"method": self.method, "workload": self.workload, "devices": self.devices,
                 "timing_source": self.timing_source, "framework": self.framework,
