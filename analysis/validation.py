@@ -1710,7 +1710,7 @@ def _c_other_setting_rows(dense: dict | None = None) -> Iterator[Row]:
             for kind, resid in (("plain spaces", False), ("residual nodes", True)):
                 if resid and not r.has_residual:
                     continue
-                m = r.keep_residual if resid else r.keep_plain
+                m = r.kept(resid)
                 p = fit.keep_run(r, resid)
                 rms = float(np.sqrt(np.mean((p - m) ** 2)))
                 yield Row("C", f"{label}'s network, a real run at rho {r.rho:g} at another setting: "
@@ -1751,7 +1751,7 @@ def _c_measured_held_out_rows() -> Iterator[Row]:
         rs = [r for r in runs if r.has_residual or not resid]
         if not rs:
             continue
-        meas = [r.keep_residual if resid else r.keep_plain for r in rs]
+        meas = [r.kept(resid) for r in rs]
         pred = [fit.keep_run(r, resid) for r in rs]
         rms = float(np.sqrt(np.mean(np.concatenate([p - m for p, m in zip(pred, meas)]) ** 2)))
         which = ", ".join(f"{r.name.split('-cifar10-32-')[0]} rho {r.rho:g} ({len(m)} ep.)"
@@ -1802,7 +1802,7 @@ def _last_kept_rows(label: str, r, fit, src: str, note) -> Iterator[Row]:
     for kind, res in (("plain spaces", False), ("residual nodes", True)):
         if res and not r.has_residual:
             continue
-        k = r.keep_residual if res else r.keep_plain
+        k = r.kept(res)
         yield Row("C", f"{label}; last kept fraction ({kind}), held out",
                   round(float(k[-1]), 3), round(float(fit.keep_run(r, res)[-1]), 3),
                   "fraction", src, status="input", note=note(res))
@@ -1850,7 +1850,7 @@ def _c_decay_pair_rows() -> Iterator[Row]:
             yield from _last_kept_rows(
                 label, r, fit, src,
                 lambda res, t=t: (f"the 1e-4 twin: "
-                                  f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}, "
+                                  f"{float(t.kept(res)[-1]):.3f}, "
                                   f"model {float(fit.keep_run(t, res)[-1]):.3f} "
                                   if t else "") + real)
 
@@ -1898,12 +1898,12 @@ def _c_task40_rows() -> Iterator[Row]:
             label, r, fit, src,
             lambda res, t=t, learnt=learnt: (
                 f"the bundled twin with flips: "
-                f"{float((t.keep_residual if res else t.keep_plain)[-1]):.3f}; "
+                f"{float(t.kept(res)[-1]):.3f}; "
                 if t is not None else "") + learnt)
     for seed in sorted({s for t, s in runs if t == "labels" and ("control", s) in runs}):
         (path, a), (_, b) = runs["labels", seed], runs["control", seed]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
-            ka, kb = (a.keep_residual, b.keep_residual) if res else (a.keep_plain, b.keep_plain)
+            ka, kb = a.kept(res), b.kept(res)
             yield Row("C", f"trajectory model, task pair at 40 labels"
                       + (f" (seed {seed})" if seed else "") + f": last kept fraction of the "
                       f"{kind}, 40 labels minus the folded control, held out",

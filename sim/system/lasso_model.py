@@ -418,6 +418,10 @@ class RunData:
     first_clock: float | None = None  # lr x steps / (1 - momentum) of epoch 0 (None: lrsteps[0])
     head: int = 10                # the classifier's outputs (CE0 = ln(head); D is over ln(head))
 
+    def kept(self, residual: bool) -> np.ndarray:
+        """The measured kept fraction per epoch of one kind (residual nodes or plain spaces)."""
+        return self.keep_residual if residual else self.keep_plain
+
     @property
     def natural(self) -> float:
         return natural_images(self.dataset)
