@@ -404,7 +404,13 @@ def test_trainer_with_methods_logs_label_and_prunetrain_trajectory(tmp_path):
     t = open_trace(tmp_path / "p")
     assert t.iterations == [0, 1, 2]  # only before the first reconfiguration
     ep = t.provenance["method"]["epochs"]
-    assert len(ep) == 3 and all(r["flops"] > 0 and r["lambda"] > 0 for r in ep)
+    assert len(ep) == 3 and all(r["authors_macs"] > 0 and r["lambda"] > 0 for r in ep)
+    # the capture counts with the one copy of the authors' formula, over the samples it trained
+    from sim.methods.prunetrain import authors_macs
+    from sim.workload import load_workload
+    first = ep[0]
+    assert first["authors_macs"] == (authors_macs(load_workload(str(f)), 1)
+                                     * first["batch"] * first["iterations"])
 
 
 def test_cli_capture_method_flag(tmp_path, capsys):

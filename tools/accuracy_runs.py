@@ -8,8 +8,8 @@ and epochs, capture small traces and the training logs, and print our own "Table
 Each method runs `sim.capture.trainer.train_and_capture` (the same code as `prunesim capture
 --method SPEC`) into OUT/<name>/ (a trace recording dO every --every iterations, 2 of the batch's
 samples) and writes OUT/<name>/epochs.csv (per-epoch accuracy, loss, operand densities and, for
-PruneTrain, batch, channels, weights and FLOPs). A finished method is not re-run (delete its folder
-to redo it). Then the table is computed from those files only, and the published qualitative
+PruneTrain, batch, channels, weights and the authors' MACs). A finished method is not re-run
+(delete its folder to redo it). Then the table is computed from those files only, and the published qualitative
 findings are checked against it. --data copies the small per-method CSVs to a folder for the repo.
 """
 from __future__ import annotations
@@ -96,13 +96,13 @@ def table(out: Path) -> tuple[str, list[str]]:
                     f"{_f(ep[-1], 'wall_time_s'):.0f} |")
     pt = res.get("prunetrain-rho0.2")
     if pt:
-        rows += ["", "PruneTrain per epoch (authors' FLOPs accounting, METHODS.md 3):", "",
-                 "| epoch | batch | conv channels | weights | GFLOPs / epoch | val acc % |",
+        rows += ["", "PruneTrain per epoch (authors' MAC accounting, METHODS.md 3):", "",
+                 "| epoch | batch | conv channels | weights | G MACs / epoch | val acc % |",
                  "| --- | --- | --- | --- | --- | --- |"]
         for r in pt["ep"]:
             rows.append(f"| {int(_f(r, 'epoch')) + 1} | {int(_f(r, 'batch'))} | "
                         f"{int(_f(r, 'conv_channels'))} | {int(_f(r, 'weights'))} | "
-                        f"{_f(r, 'flops') / 1e9:.1f} | {100 * _f(r, 'val_acc'):.1f} |")
+                        f"{_f(r, 'authors_macs') / 1e9:.1f} | {100 * _f(r, 'val_acc'):.1f} |")
     # published qualitative findings
     find = []
 
@@ -119,7 +119,8 @@ def table(out: Path) -> tuple[str, list[str]]:
     check("DBTD density falls as p rises (0.9 -> 0.99)", ["dbtd-p0.9", "dbtd-p0.99"],
           lambda: res["dbtd-p0.99"]["agbp"] < res["dbtd-p0.9"]["agbp"])
     if pt:
-        fl = [_f(r, "flops") / max(1.0, _f(r, "batch") * _f(r, "iterations")) for r in pt["ep"]]
+        fl = [_f(r, "authors_macs") / max(1.0, _f(r, "batch") * _f(r, "iterations"))
+              for r in pt["ep"]]
         check("PruneTrain FLOPs per sample shrink over epochs", ["prunetrain-rho0.2"],
               lambda: fl[-1] < fl[0])
     check("DBTD p=0.9 within 1 point of dense (Ye et al.: no accuracy loss at p <= 0.9)",

@@ -267,23 +267,6 @@ def training_bytes(workload: Workload, batch: int, bytes_per_value: int = 4) -> 
     return bytes_per_value * (3 * workload.params() + batch * activation_elems_per_sample(workload))
 
 
-def prunetrain_flops(workload: Workload, batch: int) -> int:
-    """The PruneTrain authors' per-iteration accounting (METHODS.md 3): per conv
-    N*(2*C*R*S*K*P*Q + (H+pad)*(W+pad)*K*R*S*C) (forward + WGC, plus AGBP over the padded input),
-    per FC 3*K*C*N."""
-    total = 0
-    for l in workload.layers:
-        if l.op == "conv":
-            crs = (l.c_in // l.groups) * l.r * l.s
-            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
-            pix = l.h * l.w if l.transposed else l.p * l.q
-            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
-            total += batch * (2 * crs * l.c_out * pix + (ih + l.pad_h) * (iw + l.pad_w) * l.c_out * crs)
-        else:
-            total += 3 * l.c_out * l.c_in * batch
-    return total
-
-
 def shrink_workload(workload: Workload, c_out: dict[str, int]) -> Workload:
     """The workload with conv/FC output widths replaced (input widths follow from the graph)."""
     doc = workload.to_dict()

@@ -14,11 +14,12 @@ from typing import Any, Callable, Iterable
 
 from sim.errors import CaptureError
 from sim.methods.info import method_info
+from sim.methods.prunetrain import authors_macs
 from sim.workload import Workload, load_workload
 
 from .datasets import known_datasets, load_dataset
 from .hooks import Capture
-from .methods import PruneTrain, as_spec, install_method, prunetrain_flops
+from .methods import PruneTrain, as_spec, install_method
 from .torchnet import _torch, build_model
 
 MOMENTUM = 0.9
@@ -216,7 +217,7 @@ def _prunetrain_epoch_end(lp: _Loop, row: dict, epoch: int, epochs: int, epoch_s
     """PruneTrain after an epoch: its counters in the row, zeroing, and maybe a rebuilt model."""
     pt = lp.pt
     cur_wl = pt.workload
-    row.update({"flops": prunetrain_flops(cur_wl, 1) * epoch_seen,
+    row.update({"authors_macs": authors_macs(cur_wl, 1) * epoch_seen,
                 "weights": sum(l.weight_count for l in cur_wl.layers),
                 "conv_channels": sum(l.c_out for l in cur_wl.layers if l.op == "conv"),
                 "lambda": pt.lam, "lr_scale": pt.lr_scale})

@@ -140,3 +140,29 @@ def lasso_lambda(rho: float, first_loss: float, group_norm: float) -> float:
     if not 0.0 < rho < 1.0:
         raise ValueError(f"penalty ratio must be in (0, 1), got {rho}")
     return rho * first_loss / ((1.0 - rho) * group_norm)
+
+
+# ------------------------------------------- the authors' cost accounting (METHODS.md 3)
+
+def authors_macs(workload: Workload, batch: int) -> int:
+    """PruneTrain authors' accounting (METHODS.md 3): conv N*(2*C*R*S*K*P^2 + (H+pad)^2*K*R*S*C),
+    FC 3*K*C*N. '(H + pad)' is the padded input side H + 2*pad: the authors' cost script
+    (src/scripts/calc_cost.py) adds pad = 2 to a 3 x 3 conv's input side. The one copy of the
+    formula: a capture's per-epoch count and Table 1's training count both call it."""
+    tot = 0
+    for l in workload.layers:
+        if l.op == "fc":
+            tot += 3 * l.c_out * l.c_in * batch
+        else:
+            crs_k = l.c_in // l.groups * l.r * l.s * l.c_out
+            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
+            pix = l.h * l.w if l.transposed else l.p * l.q
+            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
+            tot += batch * (2 * crs_k * pix + (ih + 2 * l.pad_h) * (iw + 2 * l.pad_w) * crs_k)
+    return tot
+
+
+def authors_bn_words(workload: Workload, batch: int) -> int:
+    """PruneTrain authors' batch-norm traffic of one iteration (calc_cost.py's bn_cost, "(3 x
+    NKPQ) + (5 x NKPQ)"): 8 N K P^2 words after every conv (their networks have a BN after each)."""
+    return sum(8 * batch * l.c_out * l.p * l.q for l in workload.layers if l.op != "fc")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sim.errors import ConfigError
 from sim.methods.info import method_info
-from sim.methods.prunetrain import space_channels
+from sim.methods.prunetrain import authors_bn_words, authors_macs, space_channels  # noqa: F401 (re-exported)
 from sim.system.collectives import levels_of
 from sim.stepops import method_parts
 from sim.system.memory import BATCH_STEP, footprint
@@ -271,33 +271,11 @@ def gemm_flops(workload: Workload, batch: int) -> int:
     return tot
 
 
-def authors_macs(workload: Workload, batch: int) -> int:
-    """PruneTrain authors' accounting (METHODS.md 3): conv N*(2*C*R*S*K*P^2 + (H+pad)^2*K*R*S*C),
-    FC 3*K*C*N. We read '(H + pad)' as the padded input side H + 2*pad."""
-    tot = 0
-    for l in workload.layers:
-        if l.op == "fc":
-            tot += 3 * l.c_out * l.c_in * batch
-        else:
-            crs_k = l.c_in // l.groups * l.r * l.s * l.c_out
-            # a deconv's FWD and WGC run per input pixel, its AGBP over its padded output
-            pix = l.h * l.w if l.transposed else l.p * l.q
-            ih, iw = (l.p, l.q) if l.transposed else (l.h, l.w)
-            tot += batch * (2 * crs_k * pix + (ih + 2 * l.pad_h) * (iw + 2 * l.pad_w) * crs_k)
-    return tot
-
-
 def charged_epochs(epochs: int, interval: int) -> int:
     """Epochs the authors' cost script charges a PruneTrain run of `epochs` epochs (see
     authors_training_fraction): the initial network's interval and one interval per
     reconfiguration, the one after the last epoch included."""
     return interval * (epochs // interval + 1)
-
-
-def authors_bn_words(workload: Workload, batch: int) -> int:
-    """PruneTrain authors' batch-norm traffic of one iteration (calc_cost.py's bn_cost, "(3 x
-    NKPQ) + (5 x NKPQ)"): 8 N K P^2 words after every conv (their networks have a BN after each)."""
-    return sum(8 * batch * l.c_out * l.p * l.q for l in workload.layers if l.op != "fc")
 
 
 def authors_training_fraction(workload: Workload, trajectory: Trajectory, epochs: int,
