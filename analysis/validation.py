@@ -116,6 +116,17 @@ PUB_C_TABLE4 = [("CIFAR-100 ResNet-50", "resnet50-bt-cifar", 100, 0.2, 182, 10, 
                  {CIFAR_GPU: (0.34, 0.43)}),
                 ("ImageNet ResNet-50", "resnet50-imagenet", 1000, 0.25, 90, 5, 64,
                  {IMAGENET_GPU: (0.29, 0.34), "prunetrain-v100-128": (0.34, 0.39)})]
+# The group-lasso coefficient lambda the authors' own runs stored at iteration 0 (cifar.py writes
+# var_group_lasso_coeff x CE / ((1 - that) x R) to coeff/cifar/ARCH/RHO; the files of the import
+# of their code, github.com/VictorSuciu/prunetrain commit 3d2abbe): (file, workload, classes, rho,
+# lambda). The path does not name the data set. 0.2 and 0.4 stand in the ratio of their rho /
+# (1 - rho) to 4 digits, so one CE / R; at the He fan-out init that CE is 4.97 (ln 100 = 4.61),
+# and 0.1's is 2.50 (ln 10 = 2.30); the other readings need a first CE below ln(classes) or
+# above 2x it, which none of the 64 bundled runs logged (1.00-1.15 x ln(outputs)).
+PUB_C_LASSO_COEFF = [
+    ("src/coeff/cifar/resnet32_flat/0.1", "resnet32", 10, 0.1, 8.54588215588592e-05),
+    ("src/coeff/cifar/resnet32_flat/0.2", "resnet32", 100, 0.2, 3.7868620711378753e-04),
+    ("src/coeff/cifar/resnet32_flat/0.4", "resnet32", 100, 0.4, 1.009829924441874e-03)]
 # ImageNet ResNet-50's batch-norm off-chip traffic vs dense, % by rho
 PUB_C_BN_TRAFFIC = {0.25: -37.0, 0.2: -33.0, 0.1: -5.0}
 C_SCALES = (16, 32, 64, 128, 256)
@@ -1335,6 +1346,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
         yield from _c_third_party_rows()
+        yield from _c_lasso_coeff_rows()
         yield from _c_decay_pair_rows()
         yield from _c_task40_rows()
         yield from _c_other_setting_rows(dense_cifar)
@@ -1765,6 +1777,28 @@ def _c_measured_held_out_rows() -> Iterator[Row]:
                        f"{[round(float(m[-1]), 3) for m in meas]}, predicted "
                        f"{[round(float(p[-1]), 3) for p in pred]} (real runs, not a published "
                        "number; the last epoch is each run's own, not 182)")
+
+
+def _c_lasso_coeff_rows() -> Iterator[Row]:
+    """The model's lambda at iteration 0 (lasso_model.lambda_per_norm: CE0 = the fit's
+    ce0_ratio x ln(classes), R0 at the authors' He fan-out init) against the coefficient the
+    authors' own runs stored (PUB_C_LASSO_COEFF); the note gives it with CE0 = ln(classes),
+    the model before session 31, and the first CE the file implies."""
+    from sim.system.lasso_model import PAPER_INIT, bundled_fit, init_group_norms, lambda_per_norm
+    from sim.workload import load_workload, with_classes
+    ratio = bundled_fit().ce0_ratio
+    for path, wl_name, classes, rho, lam in PUB_C_LASSO_COEFF:
+        w = with_classes(load_workload(wl_name), classes)
+        r0, g = init_group_norms(w, PAPER_INIT)
+        model = lambda_per_norm(w, rho, PAPER_INIT, ratio) * r0 / g
+        yield Row("C", f"group-lasso coefficient lambda at iteration 0, ResNet-32 CIFAR-{classes} "
+                  f"rho={rho:g}, vs the authors' stored one", lam, model, "",
+                  f"{w.name} / He fan-out init, R0 {r0:.0f} / CE0 {ratio:.3f} x ln {classes}",
+                  note=f"{path} (authors' code import, commit 3d2abbe); with CE0 = ln {classes}: "
+                       f"{model / ratio:.3g} ({100 * (model / ratio / lam - 1):+.1f} %); the "
+                       f"file's first CE at this R0: {lam * (1 - rho) * r0 / rho:.3f} = "
+                       f"{lam * (1 - rho) * r0 / rho / math.log(classes):.3f} x ln {classes} "
+                       f"(the bundled runs' median: {ratio:.3f})")
 
 
 def _c_third_party_rows() -> Iterator[Row]:

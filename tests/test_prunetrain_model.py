@@ -46,6 +46,31 @@ def test_dose_is_invariant_to_the_global_batch_under_linear_lr_scaling():
     assert c[-1] > a[-1]                                   # more rho, more lambda, more dose
 
 
+def test_the_predicted_lambda_takes_the_runs_first_ce_not_ln_classes():
+    """Fit.ce0_ratio is the median of the runs' logged first CE over ln(outputs) (runs that did
+    not log it left out; none: 1), and a prediction's clock takes it: the dose scales with
+    lambda, so a ratio of 1.21 makes it 1.21 times larger at beta 1 and 1.1 at beta 0.5."""
+    from sim.system.lasso_model import RunData, first_ce_ratio
+    z = np.zeros(2)
+    run = lambda c: RunData("r", "resnet20", 0.2, 10, z, 1.0, z, z, 0.1, 128,  # noqa: E731
+                            ce0_ratio=c)
+    assert first_ce_ratio([run(1.1), run(float("nan")), run(1.2)]) == pytest.approx(1.15)
+    assert first_ce_ratio([run(float("nan"))]) == 1.0
+    runs = bundled_runs()
+    logged = [r.ce0_ratio for r in runs if np.isfinite(r.ce0_ratio)]
+    assert len(logged) > len(runs) // 2 and min(logged) >= 0.99
+    assert bundled_fit().ce0_ratio == pytest.approx(float(np.median(logged)))
+    w, s = load_workload("resnet20"), default_schedule("cifar10", 182, 128, 50_000)
+    for beta in (1.0, 0.5):
+        base = dose_per_epoch(w, 0.2, s, beta)
+        np.testing.assert_allclose(dose_per_epoch(w, 0.2, s, beta, ce0_ratio=1.21),
+                                   base * 1.21 ** beta)
+    fit = bundled_fit()
+    at = {c: model_trajectory(w, 0.2, 10, s, dataclasses.replace(fit, ce0_ratio=c))
+          for c in (1.0, 1.5)}
+    assert at[1.0].points != at[1.5].points
+
+
 def test_runs_prune_and_more_rho_prunes_more():
     runs = bundled_runs()
     final = {}

@@ -130,8 +130,8 @@ def lr_at(cfg: RunConfig, epoch: int) -> float:
 def planned_run(cfg: RunConfig):
     """The trajectory model's inputs of a run not made yet (lasso_model.RunData, its kept
     fractions NaN): the clock from the configuration's lr and steps at every epoch; lambda / n0
-    at its analytic value at the configuration's init (lasso_model.lambda_per_norm; a finished run
-    logs lambda and R0, and differs by a few %). What the
+    at its expected value at the configuration's init (lasso_model.lambda_per_norm with the
+    stored fit's CE0 ratio, as the model predicts; a finished run logs lambda and R0). What the
     stored fit predicts for it is a prediction written down before the run (`tools/
     prunetrain_runs.py --predict`). Only a fixed batch and virtual epochs (epoch_steps) have a
     known clock before the run; anything else is a ValueError."""
@@ -147,7 +147,8 @@ def planned_run(cfg: RunConfig):
     nan = np.full(cfg.epochs, np.nan)
     return lm.RunData(cfg.name, w.name, cfg.rho, cfg.interval,
                       np.cumsum(lr * cfg.epoch_steps) / (1 - cfg.momentum),
-                      lm.lambda_per_norm(w, cfg.rho, cfg.init), nan, nan,
+                      lm.lambda_per_norm(w, cfg.rho, cfg.init, lm.bundled_fit().ce0_ratio),
+                      nan, nan,
                       cfg.lr, cfg.batch, high=lr >= 0.99 * lr.max(),
                       init_scale=lm.init_scale(w, cfg.init), has_residual=bool(res),
                       weight_decay=cfg.weight_decay, coarse=cfg.coarse,
@@ -479,8 +480,8 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     Not logged, so the record states what it assumes: the images a step, ceil(50,000 / steps)
     (128 at 391 steps; 256 at 196 although the command says 128); weight decay 5e-4 (cifar.py's
     default, no flag given); the authors' He fan-out init; lambda and the first group-norm sum
-    R0 at their analytic values (the model's lambda_per_norm for this network; the log prints
-    neither)."""
+    R0 at the values the model predicts with (lambda_per_norm with the stored fit's CE0 ratio,
+    R0 analytic; the log prints neither)."""
     from sim.system import lasso_model as lm
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload, with_classes
@@ -508,7 +509,8 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
            "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": list(decays),
            "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
            "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
-           "lambda": lm.lambda_per_norm(w, rho) * r0 / g, "first_group_norm": r0,
+           "lambda": lm.lambda_per_norm(w, rho, lm.PAPER_INIT, lm.bundled_fit().ce0_ratio) * r0 / g,
+           "first_group_norm": r0,
            "third_party": {"log": facts["log"], "command": facts["command"],
                            "trajectory": traj.name}}
     return {"schema": 1, "workload": "vgg11-cifar",
