@@ -1347,6 +1347,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_measured_held_out_rows()
         yield from _c_third_party_rows()
         yield from _c_lasso_coeff_rows()
+        yield from _c_first_ce_row()
         yield from _c_decay_pair_rows()
         yield from _c_task40_rows()
         yield from _c_other_setting_rows(dense_cifar)
@@ -1799,6 +1800,27 @@ def _c_lasso_coeff_rows() -> Iterator[Row]:
                        f"file's first CE at this R0: {lam * (1 - rho) * r0 / rho:.3f} = "
                        f"{lam * (1 - rho) * r0 / rho / math.log(classes):.3f} x ln {classes} "
                        f"(the bundled runs' median: {ratio:.3f})")
+
+
+def _c_first_ce_row() -> Iterator[Row]:
+    """The CE0 the model's lambda takes (Fit.ce0_ratio x ln 100) against the first CE the
+    third-party CIFAR-100 VGG-11 runs of the authors' code logged (their first printed loss is
+    CE0 / (1 - rho); pending/third-party records, from sim/data/reruns): a network and a class
+    count none of the fitted runs had."""
+    import numpy as np
+    from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
+    runs = [read_run(p) for p in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml"))]
+    logged = [r.ce0_ratio for r in runs if math.isfinite(r.ce0_ratio)]
+    if not logged:
+        return
+    fit = bundled_fit()
+    yield Row("C", "first CE at iteration 0 over ln(classes): the model's CE0 vs the third-party "
+              f"CIFAR-100 VGG-11 runs' logs (median of {len(logged)})",
+              round(float(np.median(logged)), 3), round(fit.ce0_ratio, 3), "x ln 100",
+              f"stored fit (median of its {len(fit.runs)} runs' logged ratios) / "
+              "sim/data/reruns/vgg11-cifar100-v100-times.yaml first_loss", status="input",
+              note="per run " + ", ".join(f"{x:.3f}" for x in logged) + " (measured runs, not a "
+                   "published number)")
 
 
 def _c_third_party_rows() -> Iterator[Row]:

@@ -56,6 +56,13 @@ def test_record_takes_steps_and_schedule_from_the_times_file():
         decays = [int(e) - 1 for e in facts[key]["lr_from_epoch"] if int(e) > 1]
         assert run["lr_decay_at_epochs"] == decays
         assert run["classifier"] == run["classes"] == 100 and run["weight_decay"] == 5e-4
+        # lambda from the log's first loss (CE0 / (1 - rho) by the tuning), R0 analytic
+        ce0 = (1 - run["rho"]) * facts[key]["first_loss"]
+        assert run["first_ce"] == pytest.approx(ce0)
+        assert run["lambda"] * (1 - run["rho"]) * run["first_group_norm"] / run["rho"] \
+            == pytest.approx(ce0)
+        assert lm.read_run(next(p for p in RECORDS if p.stem.endswith("-" + key))).ce0_ratio \
+            == pytest.approx(ce0 / np.log(100))
 
 
 def test_sampled_run_has_rows_at_its_widths_and_the_clock_of_every_epoch():

@@ -477,11 +477,14 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
 
     Facts from the logs (the times file's run): rho and interval from its command, steps an
     epoch, the lr schedule.
+    The first CE where the times file gives the log's first printed loss (`first_loss`: CE +
+    the lasso term, which the tuning of lambda at that step makes CE0 / (1 - rho)), and lambda
+    from it.
     Not logged, so the record states what it assumes: the images a step, ceil(50,000 / steps)
     (128 at 391 steps; 256 at 196 although the command says 128); weight decay 5e-4 (cifar.py's
-    default, no flag given); the authors' He fan-out init; lambda and the first group-norm sum
-    R0 at the values the model predicts with (lambda_per_norm with the stored fit's CE0 ratio,
-    R0 analytic; the log prints neither)."""
+    default, no flag given); the authors' He fan-out init; the first group-norm sum R0 at its
+    analytic value (the log does not print it); without `first_loss`, lambda at the value the
+    model predicts with (lambda_per_norm with the stored fit's CE0 ratio)."""
     from sim.system import lasso_model as lm
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload, with_classes
@@ -509,10 +512,13 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
            "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": list(decays),
            "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
            "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
-           "lambda": lm.lambda_per_norm(w, rho, lm.PAPER_INIT, lm.bundled_fit().ce0_ratio) * r0 / g,
-           "first_group_norm": r0,
+           "lambda": lm.lambda_per_norm(w, rho, lm.PAPER_INIT, lm.bundled_fit().ce0_ratio)
+           * r0 / g, "first_group_norm": r0,
            "third_party": {"log": facts["log"], "command": facts["command"],
                            "trajectory": traj.name}}
+    if "first_loss" in facts:
+        run["first_ce"] = round((1 - rho) * float(facts["first_loss"]), 6)
+        run["lambda"] = rho * run["first_ce"] / ((1 - rho) * r0)
     return {"schema": 1, "workload": "vgg11-cifar",
             "description": (f"third-party run of the PruneTrain authors' code, read from its "
                             f"console log (github.com/VictorSuciu/prunetrain {facts['log']}; "
