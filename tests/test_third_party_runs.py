@@ -96,6 +96,17 @@ def test_a_record_with_widths_at_fewer_than_two_epochs_is_one_line(tmp_path):
     assert "fewer than two" in str(e.value) and "one-row.yaml" in str(e.value)
 
 
+@pytest.mark.parametrize("bad", [0, -4.8, "nan", float("inf")])
+def test_a_record_whose_first_ce_is_not_a_positive_number_is_one_line(tmp_path, bad):
+    doc = third_party_record(RERUNS / "vgg11-cifar100-rho0.2-otf.yaml", TIMES, "otf")
+    doc["run"]["first_ce"] = bad
+    f = tmp_path / "bad-ce.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        lm.read_run(f)
+    assert "first_ce must be a finite number > 0" in str(e.value) and "bad-ce.yaml" in str(e.value)
+
+
 def test_rows_set_each_third_party_run_against_the_stored_fit():
     from analysis.validation import _c_third_party_rows
     rows = list(_c_third_party_rows())

@@ -814,11 +814,20 @@ def run_from_doc(doc: dict, path: Path) -> RunData:
                        str(run.get("dataset", "digits")), expansion(w),
                        rows if sampled else None,
                        float(per_all[0]["lr"] * per_all[0]["steps"] / (1 - run["momentum"])),
-                       w.layers[-1].c_out,
-                       float(run["first_ce"]) / math.log(w.layers[-1].c_out)
-                       if run.get("first_ce") is not None else math.nan)
+                       w.layers[-1].c_out, _first_ce(run) / math.log(w.layers[-1].c_out))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
+
+
+def _first_ce(run: dict) -> float:
+    """A run record's logged first CE (NaN where it has none); one that is not a finite positive
+    number is a ValueError."""
+    if run.get("first_ce") is None:
+        return math.nan
+    ce = float(run["first_ce"])
+    if not (math.isfinite(ce) and ce > 0):
+        raise ValueError(f"first_ce must be a finite number > 0, got {run['first_ce']!r}")
+    return ce
 
 
 @lru_cache(maxsize=4)
