@@ -1792,13 +1792,14 @@ def _c_lasso_coeff_rows() -> Iterator[Row]:
         w = with_classes(load_workload(wl_name), classes)
         r0, g = init_group_norms(w, PAPER_INIT)
         model = lambda_per_norm(w, rho, PAPER_INIT, ratio) * r0 / g
+        implied = lam * (1 - rho) * r0 / rho     # the first CE that gives the stored lambda
         yield Row("C", f"group-lasso coefficient lambda at iteration 0, ResNet-32 CIFAR-{classes} "
                   f"rho={rho:g}, vs the authors' stored one", lam, model, "",
                   f"{w.name} / He fan-out init, R0 {r0:.0f} / CE0 {ratio:.3f} x ln {classes}",
                   note=f"{path} (authors' code import, commit 3d2abbe); with CE0 = ln {classes}: "
                        f"{model / ratio:.3g} ({100 * (model / ratio / lam - 1):+.1f} %); the "
-                       f"file's first CE at this R0: {lam * (1 - rho) * r0 / rho:.3f} = "
-                       f"{lam * (1 - rho) * r0 / rho / math.log(classes):.3f} x ln {classes} "
+                       f"file's first CE at this R0: {implied:.3f} = "
+                       f"{implied / math.log(classes):.3f} x ln {classes} "
                        f"(the bundled runs' median: {ratio:.3f})")
 
 

@@ -511,14 +511,16 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
     run = {"rho": rho, "interval": interval, "dataset": "cifar100", "input_size": 32,
            "epochs": epochs, "batch": batch, "lr": lr0, "lr_decay_at_epochs": list(decays),
            "epoch_steps": steps, "dynamic_batch": False, "momentum": 0.9, "weight_decay": wd,
-           "init": lm.PAPER_INIT, "classes": 100, "classifier": 100,
-           "lambda": lm.lambda_per_norm(w, rho, lm.PAPER_INIT, lm.bundled_fit().ce0_ratio)
-           * r0 / g, "first_group_norm": r0,
-           "third_party": {"log": facts["log"], "command": facts["command"],
-                           "trajectory": traj.name}}
+           "init": lm.PAPER_INIT, "classes": 100, "classifier": 100}
     if "first_loss" in facts:
         run["first_ce"] = round((1 - rho) * float(facts["first_loss"]), 6)
         run["lambda"] = rho * run["first_ce"] / ((1 - rho) * r0)
+    else:
+        ratio = lm.bundled_fit().ce0_ratio
+        run["lambda"] = lm.lambda_per_norm(w, rho, lm.PAPER_INIT, ratio) * r0 / g
+    run.update({"first_group_norm": r0,
+                "third_party": {"log": facts["log"], "command": facts["command"],
+                                "trajectory": traj.name}})
     return {"schema": 1, "workload": "vgg11-cifar",
             "description": (f"third-party run of the PruneTrain authors' code, read from its "
                             f"console log (github.com/VictorSuciu/prunetrain {facts['log']}; "
