@@ -606,7 +606,8 @@ def report(directory: Path) -> int:
           "(1 - rho); psl: per-sample lr / the paper's 0.1 / 128; first zero: "
           "epoch; u: lasso dose, beta = 1, there)")
     f = fit_runs(runs)
-    print(f"fit over {len(f.runs)} runs, RMS {f.rms:.3f}:")
+    print(f"fit over {len(f.runs)} runs, RMS {f.rms:.3f}; a prediction's lambda takes CE0 = "
+          f"{f.ce0_ratio:.3f} x ln(classes) (the runs' median first CE):")
     for name, k in (("plain spaces", f.plain), ("residual nodes", f.residual)):
         print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}"
               + (f" below a lambda / n0 cap of {k.cap:.3g}" if k.cap else "") + ", "
