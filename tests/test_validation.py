@@ -339,3 +339,23 @@ def test_v100_rows_compare_the_engine_with_each_measured_run():
     assert slope.status == "qualitative" and 0 < slope.modeled < 2
     assert all(r.status == "not-modeled" and r.modeled is None and 0 < r.published < 1.1
                for r in rows[5:])
+
+
+def test_lasso_coefficient_rows_compute_the_models_lambda_with_the_fits_ce0():
+    """The stored-coefficient rows: one per PUB_C_LASSO_COEFF entry, the model's lambda (R0 at
+    the He fan-out init, CE0 = Fit.ce0_ratio x ln(classes)), and the ln(classes) value in the
+    note; the first-CE row sets the fit's ratio against the third-party records' logged ones."""
+    from sim.system.lasso_model import PAPER_INIT, bundled_fit, init_group_norms, lambda_per_norm
+    from sim.workload import load_workload
+    rows = list(v._c_lasso_coeff_rows())
+    ratio = bundled_fit().ce0_ratio
+    assert len(rows) == len(v.PUB_C_LASSO_COEFF) == 3
+    for r, (path, wl, classes, rho, lam) in zip(rows, v.PUB_C_LASSO_COEFF):
+        w = with_classes(load_workload(wl), classes)
+        r0, g = init_group_norms(w, PAPER_INIT)
+        assert r.published == lam and r.status == "ok" and path in r.note
+        assert r.modeled == pytest.approx(lambda_per_norm(w, rho, PAPER_INIT, ratio) * r0 / g)
+        assert f"{r.modeled / ratio:.3g}" in r.note
+    (ce,) = list(v._c_first_ce_row())
+    assert ce.status == "input" and ce.modeled == round(ratio, 3)
+    assert 1.0 < ce.published < 1.15
