@@ -1345,9 +1345,10 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
     if not quick:
         yield from _c_measured_rows(dense_cifar)
         yield from _c_measured_held_out_rows()
-        yield from _c_third_party_rows()
+        third_party = _third_party_runs()
+        yield from _c_third_party_rows(third_party)
         yield from _c_lasso_coeff_rows()
-        yield from _c_first_ce_row()
+        yield from _c_first_ce_row(third_party)
         yield from _c_decay_pair_rows()
         yield from _c_task40_rows()
         yield from _c_other_setting_rows(dense_cifar)
@@ -1803,14 +1804,21 @@ def _c_lasso_coeff_rows() -> Iterator[Row]:
                        f"(the bundled runs' median: {ratio:.3f})")
 
 
-def _c_first_ce_row() -> Iterator[Row]:
+def _third_party_runs() -> list:
+    """(path, lasso_model.RunData) of each third-party run record (sim/data/prunetrain/pending/
+    third-party), read once for the rows that use them."""
+    from sim.system.lasso_model import RUNS_DIR, read_run
+    return [(p, read_run(p)) for p in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml"))]
+
+
+def _c_first_ce_row(third_party: list | None = None) -> Iterator[Row]:
     """The CE0 the model's lambda takes (Fit.ce0_ratio x ln 100) against the first CE the
     third-party CIFAR-100 VGG-11 runs of the authors' code logged (their first printed loss is
     CE0 / (1 - rho); pending/third-party records, from sim/data/reruns): a network and a class
-    count none of the fitted runs had."""
+    count none of the fitted runs had. third_party: _third_party_runs(), read here if None."""
     import numpy as np
-    from sim.system.lasso_model import RUNS_DIR, bundled_fit, read_run
-    runs = [read_run(p) for p in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml"))]
+    from sim.system.lasso_model import bundled_fit
+    runs = [r for _, r in (third_party if third_party is not None else _third_party_runs())]
     logged = [r.ce0_ratio for r in runs if math.isfinite(r.ce0_ratio)]
     if not logged:
         return
@@ -1824,18 +1832,17 @@ def _c_first_ce_row() -> Iterator[Row]:
                    "published number)")
 
 
-def _c_third_party_rows() -> Iterator[Row]:
+def _c_third_party_rows(third_party: list | None = None) -> Iterator[Row]:
     """The trajectory model against the third-party runs of the authors' code at CIFAR-100 (run
     records in sim/data/prunetrain/pending/third-party, widths at every reconfiguration; fitted
     to nothing, so held out): each run's last kept fraction of the plain spaces (VGG has no
     residual node) with the run's own inputs; RMS over its reconfiguration epochs and the first
-    cut in the note."""
+    cut in the note. third_party: _third_party_runs(), read here if None."""
     import numpy as np
-    from sim.system.lasso_model import (PAPER_EPOCH_CLOCK, RUNS_DIR, bundled_fit, epoch_clock,
-                                        first_cut, read_run, row_epoch)
+    from sim.system.lasso_model import (PAPER_EPOCH_CLOCK, bundled_fit, epoch_clock, first_cut,
+                                        row_epoch)
     fit = bundled_fit()
-    for path in sorted((RUNS_DIR / "pending" / "third-party").glob("*.yaml")):
-        r = read_run(path)
+    for path, r in (third_party if third_party is not None else _third_party_runs()):
         pred = fit.keep_run(r, False)
         rms = float(np.sqrt(np.mean((pred - r.keep_plain) ** 2)))
         on = [row_epoch(r, first_cut(k)) for k in (r.keep_plain, pred)]
