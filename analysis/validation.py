@@ -108,6 +108,8 @@ PUB_C_BATCH = [("ImageNet ResNet-50", "resnet50-imagenet", 1000, 0.25, 90, 5, 64
                 ((0, 64), (10, 96), (30, 128))),
                ("CIFAR-100 ResNet-50", "resnet50-bt-cifar", 100, 0.2, 182, 10, 128,
                 ((0, 128), (20, 192), (30, 224), (50, 256), (70, 288), (120, 320)))]
+# the dynamic mini-batch's capacity rules, in the order the rows show them
+BATCH_RULE_ORDER = ("relative", "device", "compute")
 # Table 4: training time reduction vs dense without / with the dynamic mini-batch: (label,
 # workload, classes, rho, epochs, interval, batch, {cluster: (without, with)}); the batch steps
 # the "with" runs took are PUB_C_BATCH's (published for the 11 GB cards; the V100 row is taken
@@ -917,12 +919,12 @@ def _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes, ru
     sched = next(b[7] for b in PUB_C_BATCH if b[2] == 1000)
     grown = {mode: _batch_steps_text(simulate_run(
         w, one[IMAGENET_GPU], _pt_method(rho, interval), epochs=epochs, batch=batch,
-        trajectory=tr, dynamic_batch=mode)) for mode in ("relative", "device")}
+        trajectory=tr, dynamic_batch=mode)) for mode in BATCH_RULE_ORDER}
     yield Row("C", f"{label}: dynamic mini-batch, memory model fed the published training FLOPs "
               f"in the shape of the authors' network ({f.stem})", _steps_text(sched),
               grown["device"], "steps", f"{IMAGENET_GPU} / {tr.source}", status="qualitative",
               note=f"error budget: device capacity {grown['device']}, relative capacity "
-                   f"{grown['relative']}; the published steps are for 11 GB cards at rho 0.25 "
+                   f"{grown['relative']}, compute capacity {grown['compute']}; the published steps are for 11 GB cards at rho 0.25 "
                    "(PUB_C_BATCH), a deeper cut than this rho")
     for cname, ptime in ptimes.items():
         d, model_p = runs[cname]
@@ -1370,7 +1372,8 @@ def _c_batch_rows(quick: bool, one: dict) -> Iterator[Row]:
         gpu = _table1_gpu(classes)
         for mode, what in (("relative", "the initial batch fills the GPU (the paper's setting)"),
                            ("device", f"one {gpu} GPU's {one[gpu].device.memory.written} "
-                                      "by the memory model")):
+                                      "by the memory model"),
+                           ("compute", "the dense iteration's MACs at the initial batch")):
             r = simulate_run(w, one[gpu], pt_m, epochs=epochs, batch=batch,
                              trajectory=tr, dynamic_batch=mode)
             got_s, pub_s = _batch_steps_text(r), _steps_text(sched)
@@ -1378,13 +1381,74 @@ def _c_batch_rows(quick: bool, one: dict) -> Iterator[Row]:
                 when = next((e.epoch for e in r.epochs if e.batch >= b), None)
                 yield Row("C", f"{label}: dynamic mini-batch reaches {b} ({mode} capacity: {what})",
                           float(ep), float(when) if when is not None else "never", "epoch",
-                          f"{gpu} / {w.name} / prunetrain rho={rho}, memory model",
+                          f"{gpu} / {w.name} / prunetrain rho={rho}, {_rule_model(mode)}",
                           status="ok" if when is not None and abs(when - ep) <= interval
                           else "outlier",
                           note=f"target: within one reconfiguration interval ({interval} epochs); "
                                f"published {pub_s}; modeled {got_s}")
         yield from _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sched,
                                    one)
+    yield from _c_batch_rule_rows(one)
+
+
+def _rule_model(mode: str) -> str:
+    """What a dynamic mini-batch rule measures the network with."""
+    return "MAC count" if mode == "compute" else "memory model"
+
+
+def _per_sample_shares(w, net) -> tuple[float, float, float]:
+    """(activations, MACs, inference MACs) per sample of `net` as fractions of `w`'s: what the
+    relative rule (activations), the compute rule (the authors' training MACs) and Table 1's
+    inference column measure."""
+    from sim.methods.prunetrain import authors_macs
+    from sim.system.memory import footprint
+    return (footprint(net, 1, 4).activations / footprint(w, 1, 4).activations,
+            authors_macs(net, 1) / authors_macs(w, 1), net.macs() / w.macs())
+
+
+def _c_batch_rule_rows(one: dict) -> Iterator[Row]:
+    """Error budget of the dynamic mini-batch's rule apart from the trajectory's level: the share
+    of the dense network's per-sample activations (relative rule) or MACs (compute rule) that the
+    published last step allows (its batch fits, 32 more do not), against that share at the
+    published final inference FLOPs in the shape of the authors' own pruned ResNet-50s (their
+    ratio of each share to the inference share) and in the model's final shape. The final
+    network is the most pruned, so a share above the range means the rule never reaches the
+    step, one below it that the rule grows past it."""
+    from sim.methods import parse_method
+    from sim.system.memory import BATCH_STEP, footprint
+    from sim.system.prunetrain import apply_widths, lasso_trajectory, load_trajectory
+    from sim.workload import load_workload
+    w50 = load_workload("resnet50-imagenet")
+    files = sorted(AUTHORS_DIR.glob("resnet50-imagenet-*.yaml"))
+    authors = [_per_sample_shares(w50, apply_widths(w50, load_trajectory(f, w50).widths_at(0)))
+               for f in files]
+    for label, wl_name, classes, rho, epochs, interval, b0, sched in PUB_C_BATCH:
+        w = with_classes(load_workload(wl_name), classes)
+        pinf = next(r[9] for r in PUB_C_TABLE1 if (r[1], r[2], r[3]) == (wl_name, classes, rho))
+        tr = lasso_trajectory(w, rho, interval, epochs, b0 * (4 if classes == 1000 else 1))
+        model = _per_sample_shares(w, apply_widths(w, tr.widths_at(epochs - 1)))
+        e_last, b_last = sched[-1]
+        lo, hi = b0 / (b_last + BATCH_STEP), b0 / b_last
+        gpu = one[_table1_gpu(classes)]
+        used = footprint(w, b0, 4, int(gpu.device.reserved.value)).total / gpu.device.memory.value
+        for k, (rule, what) in enumerate((("relative", "activations"), ("compute", "MACs"))):
+            vals = [pinf * a[k] / a[2] for a in authors]
+            yield Row("C", f"{label}: per-sample {what} vs dense that the published last step "
+                      f"({b_last} by epoch {e_last}) allows under the {rule} rule, at the "
+                      f"published final inference FLOPs ({100 * pinf:.0f} %) in the shape of the "
+                      "authors' ResNet-50s", f"{lo:.3f}-{hi:.3f}", statistics.median(vals),
+                      "fraction", f"{AUTHORS_DIR.relative_to(REPO)} ({len(files)} ImageNet "
+                      f"networks) / {w.name}", status="input", lo_hi=(lo, hi),
+                      note=f"error budget of the {rule} rule: the authors' networks "
+                           + ", ".join(f"{f.stem[-2:]} {v:.3f}" for f, v in zip(files, vals))
+                           + f" (their {what} share / inference share "
+                           + ", ".join(f"{a[k] / a[2]:.2f}" for a in authors) + "); the model's "
+                           f"final shape: {pinf * model[k] / model[2]:.3f} (ratio "
+                           f"{model[k] / model[2]:.2f}; its own level {model[k]:.3f} at "
+                           f"{100 * model[2]:.0f} % inference FLOPs)"
+                           + (f"; device rule: the dense network at batch {b0} takes "
+                              f"{100 * used:.0f} % of one {gpu.name} (memory model)"
+                              if k == 0 else ""))
 
 
 def _c_table4_rows(quick: bool, one: dict) -> Iterator[Row]:
@@ -1412,7 +1476,7 @@ def _c_table4_rows(quick: bool, one: dict) -> Iterator[Row]:
             d = simulate_run(w, cl, dense_m, epochs=epochs, batch=batch).train_seconds
             cut = lambda r: 100 * (1 - r.train_seconds / d)  # noqa: E731
             fixed = cut(simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr))
-            for mode in ("relative", "device"):
+            for mode in BATCH_RULE_ORDER:
                 r = simulate_run(w, cl, pt_m, epochs=epochs, batch=batch, trajectory=tr,
                                  dynamic_batch=mode)
                 yield Row("C", f"{label}: training time reduction vs dense with dynamic "
@@ -2292,17 +2356,18 @@ def _c_batch_budget(label, w, wl_name, rho, interval, epochs, batch, classes, sc
     if m is None:
         return
     pub_s = _steps_text(sched)
-    for mode in ("relative", "device"):
+    for mode in BATCH_RULE_ORDER:
         gpu = _table1_gpu(classes)
         r = simulate_run(w, one[gpu], _pt_method(rho, interval), epochs=epochs, batch=batch,
                          trajectory=m[0], dynamic_batch=mode)
-        yield Row("C", f"{label}: dynamic mini-batch ({mode} capacity), memory model fed the "
-                  f"published training FLOPs ({100 * pf:.0f} %)", pub_s, _batch_steps_text(r),
-                  "steps", f"{gpu} / {w.name} / model trajectory, pruned fraction "
-                  f"x{m[1]:.2f}", status="qualitative",
-                  note="error budget: what this misses is the memory model's share (activations "
-                       "per sample shrink with the channels, not with FLOPs); the rest of the "
-                       "miss in the rows above is the trajectory's")
+        yield Row("C", f"{label}: dynamic mini-batch ({mode} capacity), {_rule_model(mode)} "
+                  f"fed the published training FLOPs ({100 * pf:.0f} %)", pub_s,
+                  _batch_steps_text(r), "steps", f"{gpu} / {w.name} / model trajectory, pruned "
+                  f"fraction x{m[1]:.2f}", status="qualitative",
+                  note="error budget: what this misses is the rule's share at the model's shape "
+                       "(the rows 'per-sample ... allows' split it further: the rule against "
+                       "the authors' networks' shape); the rest of the miss in the rows above "
+                       "is the trajectory's level")
 
 
 def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
@@ -2648,7 +2713,7 @@ def _prunetrain_targets(rows: list[Row]) -> list[str]:
              for kind in ("training", "inference")}
     t1 = [r for r in rows if r.section == "C" and r.what in names and r.rel_error is not None]
     steps = {mode: [r for r in rows if r.section == "C" and ": dynamic mini-batch reaches " in
-                    r.what and f"({mode} capacity" in r.what] for mode in ("relative", "device")}
+                    r.what and f"({mode} capacity" in r.what] for mode in BATCH_RULE_ORDER}
     lines = []
     if t1:
         out = [r for r in t1 if abs(r.rel_error) > 0.15]

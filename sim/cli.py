@@ -292,7 +292,12 @@ def _add_train_command(sub) -> None:
     p.add_argument("--batch-steps", default=None, metavar="EPOCH:BATCH,...",
                    help="a given per-device batch schedule for the method's run, e.g. "
                         "10:96,30:128 (a published one; --batch before the first step); with "
-                        "prunetrain it replaces the dynamic mini-batch's memory rule")
+                        "prunetrain it replaces the dynamic mini-batch's rule")
+    p.add_argument("--batch-rule", choices=("device", "relative", "compute"), default=None,
+                   help="prunetrain: the dynamic mini-batch's capacity rule: device (default; "
+                        "the memory model within the device memory), relative (within the dense "
+                        "footprint at --batch) or compute (the iteration's MACs within the "
+                        "dense iteration's at --batch; docs/system.md)")
     p.add_argument("--max-global-batch", type=_ranged("global_batch"), default=None,
                    help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
                         "larger caps warn)")

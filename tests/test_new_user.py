@@ -232,6 +232,33 @@ def test_prunetrain_dynamic_batch_split_and_cap(capsys):
     assert rc == 2 and "--max-global-batch" in capsys.readouterr().err
 
 
+def test_train_batch_rule_changes_the_schedule_or_is_refused(capsys):
+    """--batch-rule picks the dynamic mini-batch's capacity rule: each rule gives its own
+    schedule and says which it was; without prunetrain, or with --batch-steps (which sets the
+    batch itself), it is one error line naming the option."""
+    from sim.system.prunetrain import BATCH_RULES
+    args = ["train", "--workload", "resnet50-bt-cifar100", "--cluster", "titan-xp-12gb",
+            "--method", "prunetrain:rho=0.2", "--epochs", "40", "--roofline", "--json"]
+    got = {}
+    for rule in BATCH_RULES:
+        assert main(args + ["--batch-rule", rule]) == 0
+        sp = json.loads(capsys.readouterr().out)
+        assert sp["prunetrain_split"]["rule"] == rule
+        got[rule] = tuple(e["batch"] for e in sp["method"]["per_epoch"])
+    assert len(set(got.values())) == len(BATCH_RULES)
+    from sim.cli import build_parser
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    opt = next(a for a in train._actions if "--batch-rule" in a.option_strings)
+    assert tuple(opt.choices) == BATCH_RULES      # the CLI offers the rules the model has
+    assert main(args) == 0       # the default is the device rule
+    assert tuple(e["batch"] for e in json.loads(capsys.readouterr().out)["method"]["per_epoch"]) \
+        == got["device"]
+    for extra in (["--method", "dense"], ["--batch-steps", "10:160"]):
+        assert main(args + ["--batch-rule", "compute"] + extra) == 2
+        err = capsys.readouterr().err
+        assert "--batch-rule" in err and len(err.strip().splitlines()) == 1
+
+
 def test_train_states_prunetrain_flops_both_ways(capsys, tmp_path):
     """train prints a PruneTrain run's training FLOPs as the engine runs them and as Table 1
     counts them (the authors' script: each reconfiguration charged an interval, the last one

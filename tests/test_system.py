@@ -311,6 +311,37 @@ def test_run_roofline_prunetrain_cheaper_and_zero_saves_comm():
     assert sum(e.iterations for e in dense.epochs[:1]) == math.ceil(50_000 / (128 * 16))
 
 
+def test_dynamic_batch_rules_stop_where_their_capacity_ends():
+    """Each capacity rule grows the batch in steps of 32 to the last one within its capacity:
+    "relative" the dense footprint at the initial batch, "compute" the dense iteration's MACs
+    (PruneTrain's count), "device" the device memory; the three differ, and an unknown rule is
+    refused rather than running without growth."""
+    from sim.methods.prunetrain import authors_macs
+    from sim.system.memory import footprint
+    from sim.system.prunetrain import BATCH_RULES, apply_widths
+    from sim.system.timeline import resolve_framework
+    w = load_workload("resnet32")
+    cl = load_cluster("prunetrain-v100-128").with_devices(4)
+    tr = parametric_trajectory(w, 6, 2, keep=0.3, residual_keep=0.5)
+    m = parse_method("prunetrain")
+    runs = {r: simulate_run(w, cl, m, epochs=6, batch=64, trajectory=tr, engine="roofline",
+                            dynamic_batch=r) for r in BATCH_RULES}
+    last = apply_widths(w, tr.widths_at(5))
+    b = runs["compute"].epochs[-1].batch
+    assert authors_macs(last, b) <= authors_macs(w, 64) < authors_macs(last, b + 32)
+    act, res = int(cl.training.activation_bytes.value), int(cl.device.reserved.value)
+    over = resolve_framework(None).activation_overhead
+    fp = lambda net, n: footprint(net, n, act, res, over).total  # noqa: E731
+    b = runs["relative"].epochs[-1].batch
+    assert fp(last, b) <= fp(w, 64) < fp(last, b + 32)
+    assert len({r.epochs[-1].batch for r in runs.values()}) == 3
+    assert all(e.batch % 32 == 0 and e.lr_scale == e.batch / 64 for r in runs.values()
+               for e in r.epochs)
+    with pytest.raises(ValueError, match="rule 'memory'"):
+        simulate_run(w, cl, m, epochs=6, batch=64, trajectory=tr, engine="roofline",
+                     dynamic_batch="memory")
+
+
 def test_a_given_batch_schedule_is_followed_and_cuts_iterations():
     """simulate_run(batch_steps=...): a published schedule replayed on any widths; each epoch
     runs at the step's batch (fewer, larger iterations), the lr scales with it; a schedule with

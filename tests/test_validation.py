@@ -196,9 +196,9 @@ def test_table4_rows_split_the_dynamic_batch_gain():
     from sim.system.cluster import load_cluster
     one = {v.CIFAR_GPU: load_cluster(v.CIFAR_GPU).with_devices(1)}
     rows = list(v._c_table4_rows(True, one))      # quick: CIFAR-100 ResNet-50 only
-    assert [r.what.split("(")[1].split(")")[0] for r in rows[:2]] == ["relative capacity",
-                                                                      "device capacity"]
-    fed = rows[2]
+    assert [r.what.split("(")[1].split(")")[0] for r in rows[:3]] == [
+        f"{m} capacity" for m in ("relative", "device", "compute")]
+    fed = rows[3]
     assert "batch steps" in fed.what and "128 -> 192 @20" in fed.source
     assert all(r.published == 43.0 and 0 < r.modeled < 100 for r in rows)
     added = float(fed.note.split("add ")[1].split(" points")[0])
@@ -359,3 +359,36 @@ def test_lasso_coefficient_rows_compute_the_models_lambda_with_the_fits_ce0():
     (ce,) = list(v._c_first_ce_row())
     assert ce.status == "input" and ce.modeled == round(ratio, 3)
     assert 1.0 < ce.published < 1.15
+
+
+def test_batch_rule_rows_put_the_authors_shape_against_the_published_last_step():
+    """The rule's error budget: per data set and rule, the share of the dense per-sample
+    activations (relative) or MACs (compute) that the published last step allows, a range
+    b0 / (B + 32) .. b0 / B, against the published final inference FLOPs times each authors'
+    network's ratio of that share to its inference share (the median shown)."""
+    import statistics
+
+    from sim.methods.prunetrain import authors_macs
+    from sim.system.cluster import load_cluster
+    from sim.system.memory import footprint
+    from sim.system.prunetrain import apply_widths, load_trajectory
+    from sim.workload import load_workload
+    one = {c: load_cluster(c).with_devices(1) for c in (v.CIFAR_GPU, v.IMAGENET_GPU)}
+    rows = list(v._c_batch_rule_rows(one))
+    assert len(rows) == 2 * len(v.PUB_C_BATCH)
+    w = load_workload("resnet50-imagenet")
+    nets = [apply_widths(w, load_trajectory(f, w).widths_at(0))
+            for f in sorted(v.AUTHORS_DIR.glob("resnet50-imagenet-*.yaml"))]
+    inf = [n.macs() / w.macs() for n in nets]
+    act = [footprint(n, 8, 4).activations / footprint(w, 8, 4).activations for n in nets]
+    mac = [authors_macs(n, 8) / authors_macs(w, 8) for n in nets]
+    for (label, wl, classes, rho, *_, b0, sched), pair in zip(v.PUB_C_BATCH,
+                                                             zip(rows[::2], rows[1::2])):
+        pinf = next(r[9] for r in v.PUB_C_TABLE1 if (r[1], r[2], r[3]) == (wl, classes, rho))
+        b = sched[-1][1]
+        for row, share, rule in zip(pair, (act, mac), ("relative", "compute")):
+            assert row.what.startswith(label) and f"{rule} rule" in row.what
+            assert row.lo_hi == pytest.approx((b0 / (b + 32), b0 / b))
+            assert row.modeled == pytest.approx(
+                statistics.median(pinf * s / i for s, i in zip(share, inf)))
+            assert row.status == "input"

@@ -33,9 +33,11 @@ def capped_run(grown, fixed_at_cap, cap: int, initial: int):
 
 def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajectory, samples: int,
                      max_global_batch: int | None = None, dense=None,
-                     engine: str = "auto", framework=None, batch_steps=None, plan=None) -> dict:
+                     engine: str = "auto", framework=None, batch_steps=None, plan=None,
+                     rule: str = "device") -> dict:
     """The capped PruneTrain run with dynamic mini-batch, and its speedup split (module doc).
-    batch_steps: a given schedule ((epoch, batch), ...) in place of the device-memory rule.
+    rule: the dynamic mini-batch's capacity rule (sim.system.prunetrain.BATCH_RULES).
+    batch_steps: a given schedule ((epoch, batch), ...) in place of the rule.
     plan: PruneTrain's spec where `spec` is a gradient method combined with it (simulate_run)."""
     from sim.methods import parse_method
     from sim.system.prunetrain import simulate_run
@@ -50,7 +52,7 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
               framework=framework, plan=plan)
     grown = simulate_run(workload, cluster, spec, batch=batch, **kw,
                          **({"batch_steps": batch_steps} if batch_steps else
-                            {"dynamic_batch": "device"}))
+                            {"dynamic_batch": rule}))
     peak = max(e.batch for e in grown.epochs)
     cap = max(batch, batch + BATCH_STEP * ((cap_global // nd - batch) // BATCH_STEP))
     run = grown
@@ -70,4 +72,5 @@ def prunetrain_split(workload, cluster, spec, *, epochs: int, batch: int, trajec
     ratio = lambda a, b: a.train_seconds / b.train_seconds if b.train_seconds else None  # noqa: E731
     return {"run": run, "pruning_alone": ratio(dense, pruned), "batch_growth": ratio(pruned, run),
             "together": ratio(dense, run), "cap_per_device": cap, "max_global_batch": cap_global,
+            "rule": "given steps" if batch_steps else rule,
             "peak_batch_uncapped": peak, "warnings": warnings}

@@ -153,28 +153,34 @@ def build_runs(args):
                                   "and their epochs: rho, interval and wd change nothing, leave "
                                   "them out")
             traj, every = load_trajectory(t, w), None
-        dyn = "device"
+        dyn = getattr(args, "batch_rule", None) or "device"
+        if getattr(args, "batch_rule", None) and getattr(args, "batch_steps", None):
+            raise ConfigError(None, "--batch-rule", "--batch-steps gives the batch schedule, "
+                              "the rule would set it too: pass one")
     elif args.trajectory:
         raise ConfigError(None, "--trajectory", "only meaningful with --method prunetrain")
+    elif getattr(args, "batch_rule", None):
+        raise ConfigError(None, "--batch-rule", "only meaningful with --method prunetrain (its "
+                          "dynamic mini-batch)")
     engine = "roofline" if getattr(args, "roofline", False) else "auto"
     steps = batch_steps_arg(getattr(args, "batch_steps", None), epochs, w, cl, traj,
                             fw.activation_overhead)
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
                          engine=engine, framework=fw)
-    if dyn == "device":
+    if dyn is not None:
         from sim.system.batch_split import prunetrain_split
         args.prunetrain_split = prunetrain_split(
             w, cl, spec, epochs=epochs, batch=batch, trajectory=traj, samples=samples,
             max_global_batch=getattr(args, "max_global_batch", None), dense=dense, engine=engine,
-            framework=fw, batch_steps=steps, plan=pt)
+            framework=fw, batch_steps=steps, plan=pt, rule=dyn)
         run = args.prunetrain_split["run"]
     elif getattr(args, "max_global_batch", None):
         raise ConfigError(None, "--max-global-batch", "only meaningful with --method prunetrain "
                           "(its dynamic mini-batch)")
     else:
         run = simulate_run(w, cl, spec, epochs=epochs, batch=batch, trajectory=traj,
-                           dynamic_batch=dyn, samples=samples, engine=engine, framework=fw,
-                           batch_steps=steps, plan=pt)
+                           samples=samples, engine=engine, framework=fw, batch_steps=steps,
+                           plan=pt)
     if len(specs) > 1:
         run = replace(run, method="+".join(sp.label for sp in specs))
     if pt is not None:
@@ -284,8 +290,9 @@ def cmd_train(args) -> int:
     if split:
         f = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
         print(f"  split: pruning alone {f(split['pruning_alone'])} (dense's batch), batch growth "
-              f"on top {f(split['batch_growth'])}, together {f(split['together'])}; growth capped "
-              f"at a global batch of {split['max_global_batch']} (--max-global-batch)")
+              f"on top {f(split['batch_growth'])} ({split['rule']}), together "
+              f"{f(split['together'])}; growth capped at a global batch of "
+              f"{split['max_global_batch']} (--max-global-batch)")
         for m in split["warnings"]:
             print(f"prunesim: warning: {m}", file=sys.stderr)
     if tta:

@@ -20,10 +20,13 @@ network input and the classifier outputs are never pruned. All three are round n
 has no dependence on the lasso ratio rho (a captured trajectory is what resolves that).
 
 Dynamic mini-batch (METHODS.md 3): after each reconfiguration the per-device batch grows in steps of
-32 while the memory footprint (sim.system.memory, with the framework profile's activation_overhead)
-fits; the learning rate scales by the same ratio.
-Two capacities: "device" (the cluster's device memory minus its reserve) and "relative" (the
-initial batch is taken to fill the device: capacity = the dense footprint at the initial batch).
+32 while the rule's capacity holds; the learning rate scales by the same ratio. Three rules:
+"device" (the memory footprint, sim.system.memory with the framework profile's
+activation_overhead, within the cluster's device memory minus its reserve), "relative" (that
+footprint within the dense network's at the initial batch: the initial batch taken to fill the
+device) and "compute" (the iteration's MACs, PruneTrain's own count `authors_macs`, within the
+dense network's at the initial batch: the per-iteration work held). METHODS.md states the memory
+rule; "compute" is the one both published schedules fit (docs/system.md, issue 15 session 32).
 """
 from __future__ import annotations
 
@@ -374,12 +377,29 @@ class Run:
                 "notes": list(self.notes), "per_epoch": [e.to_json() for e in self.epochs]}
 
 
-def _grow_batch(w: Workload, batch: int, capacity: float, act_bytes: int, reserved: int,
-                cap: int, overhead: float = 0.0) -> int:
-    """Grow in steps of 32 while the footprint fits; never past `cap` (the global batch may not
-    exceed the training set)."""
-    while batch + BATCH_STEP <= cap and \
-            footprint(w, batch + BATCH_STEP, act_bytes, reserved, overhead).total <= capacity:
+# The dynamic mini-batch's capacity rules (module docstring); "compute" is not the paper's
+# stated rule but the one both published schedules are consistent with (docs/system.md, session 32)
+BATCH_RULES = ("device", "relative", "compute")
+
+
+def batch_rule(rule: str, workload: Workload, batch: int, capacity_bytes: float, act_bytes: int,
+               reserved: int, overhead: float = 0.0):
+    """(fits, capacity): fits(w, b) says whether per-device batch b of network w stays within the
+    rule's capacity (bytes for the two memory rules, MACs an iteration for "compute")."""
+    if rule not in BATCH_RULES:
+        raise ValueError(f"dynamic mini-batch rule {rule!r}: known {', '.join(BATCH_RULES)}")
+    if rule == "compute":
+        work = authors_macs(workload, batch)
+        return (lambda w, b: authors_macs(w, b) <= work), work
+    cap = capacity_bytes if rule == "device" else \
+        footprint(workload, batch, act_bytes, reserved, overhead).total
+    return (lambda w, b: footprint(w, b, act_bytes, reserved, overhead).total <= cap), cap
+
+
+def _grow_batch(w: Workload, batch: int, fits, cap: int) -> int:
+    """Grow in steps of 32 while the rule's capacity holds; never past `cap` (the global batch
+    may not exceed the training set)."""
+    while batch + BATCH_STEP <= cap and fits(w, batch + BATCH_STEP):
         batch += BATCH_STEP
     return batch
 
@@ -450,15 +470,14 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     over = profile.activation_overhead     # the framework's peak memory beyond autograd's
     levels = levels_of(cluster)
     notes = []
-    capacity = None
+    fits = None
     steps = check_batch_steps(batch_steps, dynamic_batch, epochs)
-    if dynamic_batch == "device":
-        capacity = dev.memory.value
-    elif dynamic_batch == "relative":
-        capacity = footprint(workload, batch, act, reserved, over).total
-    if capacity is not None and footprint(workload, batch, act, reserved, over).total > capacity:
-        notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the memory "
-                     "model; kept anyway")
+    if dynamic_batch:
+        fits, capacity = batch_rule(dynamic_batch, workload, batch, dev.memory.value, act,
+                                    reserved, over)
+        if not fits(workload, batch):
+            notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the "
+                         "memory model; kept anyway")
     skip_sets, comm_skip = _wgc_skips(workload, method, notes)
     step_method = (plan, method) if plan is not None and plan != method else method
     if any(m.id == "prunetrain" and m.get("timing") == "authors"
@@ -499,8 +518,8 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
     for e in range(epochs):
         widths = trajectory.widths_at(e) if trajectory else {}
         w = apply_widths(workload, widths)
-        if capacity is not None and widths != last_widths and e > 0:
-            b = _grow_batch(w, b, capacity, act, reserved, samples // nd, over)
+        if fits is not None and widths != last_widths and e > 0:
+            b = _grow_batch(w, b, fits, samples // nd)
         b = steps.get(e, b)
         last_widths = widths
         st = stats(widths, w, b)
