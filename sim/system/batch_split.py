@@ -2,7 +2,8 @@
 into pruning alone and batch growth on top, with the growth capped at a stated global batch.
 
 Pruning shrinks the per-iteration work; the dynamic mini-batch then grows the per-device batch
-into the freed memory (sim.system.prunetrain), which cuts iterations and all-reduces. A single
+into what its capacity rule frees (sim.system.prunetrain.BATCH_RULES: memory by default), which
+cuts iterations and all-reduces. A single
 "PruneTrain vs dense" ratio mixes the two, and dense keeps its initial batch, so the report gives
     pruning alone   = dense time / (pruned widths, initial batch) time
     batch growth    = (pruned widths, initial batch) time / (pruned widths, grown batch) time
