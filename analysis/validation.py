@@ -924,7 +924,8 @@ def _c_authors_shape_rows(label, w, rho, interval, epochs, batch, pf, ptimes, ru
               f"in the shape of the authors' network ({f.stem})", _steps_text(sched),
               grown["device"], "steps", f"{IMAGENET_GPU} / {tr.source}", status="qualitative",
               note=f"error budget: device capacity {grown['device']}, relative capacity "
-                   f"{grown['relative']}, compute capacity {grown['compute']}; the published steps are for 11 GB cards at rho 0.25 "
+                   f"{grown['relative']}, compute capacity {grown['compute']}; the published "
+                   "steps are for 11 GB cards at rho 0.25 "
                    "(PUB_C_BATCH), a deeper cut than this rho")
     for cname, ptime in ptimes.items():
         d, model_p = runs[cname]
@@ -1351,6 +1352,7 @@ def rows_c(quick: bool = False) -> Iterator[Row]:
         yield from _c_third_party_rows(third_party)
         yield from _c_lasso_coeff_rows()
         yield from _c_first_ce_row(third_party)
+        yield from _c_first_ce_init_rows()
         yield from _c_decay_pair_rows()
         yield from _c_task40_rows()
         yield from _c_other_setting_rows(dense_cifar)
@@ -1846,26 +1848,27 @@ def _c_measured_held_out_rows() -> Iterator[Row]:
 
 
 def _c_lasso_coeff_rows() -> Iterator[Row]:
-    """The model's lambda at iteration 0 (lasso_model.lambda_per_norm: CE0 = the fit's
-    ce0_ratio x ln(classes), R0 at the authors' He fan-out init) against the coefficient the
-    authors' own runs stored (PUB_C_LASSO_COEFF); the note gives it with CE0 = ln(classes),
-    the model before session 31, and the first CE the file implies."""
+    """The model's lambda at iteration 0 (lasso_model.lambda_per_norm: CE0 = ln(classes) + the
+    fit's ce0_offset, R0 at the authors' He fan-out init) against the coefficient the authors'
+    own runs stored (PUB_C_LASSO_COEFF); the note gives it with CE0 = ln(classes), the model
+    before session 31, and the first CE the file implies."""
     from sim.system.lasso_model import PAPER_INIT, bundled_fit, init_group_norms, lambda_per_norm
     from sim.workload import load_workload, with_classes
-    ratio = bundled_fit().ce0_ratio
+    offset = bundled_fit().ce0_offset
     for path, wl_name, classes, rho, lam in PUB_C_LASSO_COEFF:
         w = with_classes(load_workload(wl_name), classes)
         r0, g = init_group_norms(w, PAPER_INIT)
-        model = lambda_per_norm(w, rho, PAPER_INIT, ratio) * r0 / g
+        model = lambda_per_norm(w, rho, PAPER_INIT, offset) * r0 / g
+        plain = lambda_per_norm(w, rho, PAPER_INIT) * r0 / g
         implied = lam * (1 - rho) * r0 / rho     # the first CE that gives the stored lambda
         yield Row("C", f"group-lasso coefficient lambda at iteration 0, ResNet-32 CIFAR-{classes} "
                   f"rho={rho:g}, vs the authors' stored one", lam, model, "",
-                  f"{w.name} / He fan-out init, R0 {r0:.0f} / CE0 {ratio:.3f} x ln {classes}",
+                  f"{w.name} / He fan-out init, R0 {r0:.0f} / CE0 ln {classes} + {offset:.3f}",
                   note=f"{path} (authors' code import, commit 3d2abbe); with CE0 = ln {classes}: "
-                       f"{model / ratio:.3g} ({100 * (model / ratio / lam - 1):+.1f} %); the "
-                       f"file's first CE at this R0: {implied:.3f} = "
-                       f"{implied / math.log(classes):.3f} x ln {classes} "
-                       f"(the bundled runs' median: {ratio:.3f})")
+                       f"{plain:.3g} ({100 * (plain / lam - 1):+.1f} %); the file's first CE at "
+                       f"this R0: {implied:.3f} = ln {classes} + "
+                       f"{implied - math.log(classes):.3f} (the bundled runs' median offset: "
+                       f"{offset:.3f})")
 
 
 def _third_party_runs() -> list:
@@ -1876,24 +1879,64 @@ def _third_party_runs() -> list:
 
 
 def _c_first_ce_row(third_party: list | None = None) -> Iterator[Row]:
-    """The CE0 the model's lambda takes (Fit.ce0_ratio x ln 100) against the first CE the
+    """The CE0 the model's lambda takes (ln 100 + Fit.ce0_offset) against the first CE the
     third-party CIFAR-100 VGG-11 runs of the authors' code logged (their first printed loss is
     CE0 / (1 - rho); pending/third-party records, from sim/data/reruns): a network and a class
     count none of the fitted runs had. third_party: _third_party_runs(), read here if None."""
     import numpy as np
-    from sim.system.lasso_model import bundled_fit
+    from sim.system.lasso_model import bundled_fit, bundled_runs
     runs = [r for _, r in (third_party if third_party is not None else _third_party_runs())]
-    logged = [r.ce0_ratio for r in runs if math.isfinite(r.ce0_ratio)]
+    logged = [math.log(r.head) + r.ce0_offset for r in runs if math.isfinite(r.ce0_offset)]
     if not logged:
         return
     fit = bundled_fit()
-    yield Row("C", "first CE at iteration 0 over ln(classes): the model's CE0 vs the third-party "
-              f"CIFAR-100 VGG-11 runs' logs (median of {len(logged)})",
-              round(float(np.median(logged)), 3), round(fit.ce0_ratio, 3), "x ln 100",
-              f"stored fit (median of its {len(fit.runs)} runs' logged ratios) / "
-              "sim/data/reruns/vgg11-cifar100-v100-times.yaml first_loss", status="input",
+    yield Row("C", "first CE at iteration 0: the model's CE0 vs the third-party CIFAR-100 VGG-11 "
+              f"runs' logs (median of {len(logged)})", round(float(np.median(logged)), 3),
+              round(math.log(100) + fit.ce0_offset, 3), "",
+              f"stored fit (ln 100 + the median offset of its {len(fit.runs)} runs' logged "
+              "first CE) / sim/data/reruns/vgg11-cifar100-v100-times.yaml first_loss",
+              status="input",
               note="per run " + ", ".join(f"{x:.3f}" for x in logged) + " (measured runs, not a "
-                   "published number)")
+                   f"published number); as a ratio of ln(classes), the form before session 32: "
+                   f"{_runs_ce0_ratio(bundled_runs()) * math.log(100):.3f}")
+
+
+def _runs_ce0_ratio(runs) -> float:
+    """The bundled runs' median first CE over ln(outputs): CE0's form before session 32 (a ratio
+    of ln(classes)), kept to show what the offset form changes."""
+    import numpy as np
+    r = [1 + x.ce0_offset / math.log(x.head) for x in runs if math.isfinite(x.ce0_offset)]
+    return float(np.median(r)) if r else 1.0
+
+
+FIRST_CE_FILE = AUTHORS_DIR.parent / "init" / "first-ce.yaml"
+
+
+def _c_first_ce_init_rows() -> Iterator[Row]:
+    """The model's CE0 (ln(classes) + Fit.ce0_offset) against the first CE measured at the
+    authors' init (tools/first_ce.py; FIRST_CE_FILE) per network and class count, with the
+    ratio form of session 31 in the note: the check of the offset form across class counts."""
+    from sim.errors import ConfigError
+    from sim.system.lasso_model import bundled_fit, bundled_runs
+    from sim.yamlio import load_yaml_file
+    doc = load_yaml_file(FIRST_CE_FILE, ConfigError)
+    try:
+        ms = [(str(m["workload"]), int(m["classes"]), int(m["batch"]), int(m["seeds"]),
+               float(m["first_ce"]), float(m["sd"])) for m in doc["measurements"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(str(FIRST_CE_FILE), "measurements", f"each needs workload, classes, "
+                          f"batch, seeds, first_ce and sd ({e})") from None
+    offset, ratio = bundled_fit().ce0_offset, _runs_ce0_ratio(bundled_runs())
+    for wl, classes, batch, seeds, ce, sd in ms:
+        ln = math.log(classes)
+        yield Row("C", f"first CE at the authors' init, {wl} at {classes} classes: the model's "
+                  "CE0 vs measured", ce, ln + offset, "",
+                  f"{FIRST_CE_FILE.relative_to(REPO)} (tools/first_ce.py, batch {batch}, "
+                  f"{seeds} seeds) / stored fit", status="input",
+                  note=f"measured ln {classes} + {ce - ln:.3f} (sd over seeds {sd:.3f}, standard "
+                       f"error {sd / math.sqrt(seeds):.3f}); the model ln {classes} + "
+                       f"{offset:.3f}; as a ratio of ln(classes) (session 31): "
+                       f"{ratio * ln:.3f} ({100 * (ratio * ln / ce - 1):+.1f} %)")
 
 
 def _c_third_party_rows(third_party: list | None = None) -> Iterator[Row]:

@@ -47,28 +47,44 @@ def test_dose_is_invariant_to_the_global_batch_under_linear_lr_scaling():
 
 
 def test_the_predicted_lambda_takes_the_runs_first_ce_not_ln_classes():
-    """Fit.ce0_ratio is the median of the runs' logged first CE over ln(outputs) (runs that did
-    not log it left out; none: 1), and a prediction's clock takes it: the dose scales with
-    lambda, so a ratio of 1.21 makes it 1.21 times larger at beta 1 and 1.1 at beta 0.5."""
-    from sim.system.lasso_model import RunData, first_ce_ratio
+    """Fit.ce0_offset is the median of the runs' logged first CE less ln(outputs) (runs that did
+    not log it left out; none: 0), and a prediction's clock takes CE0 = ln(classes) + it: the
+    dose scales with lambda, so an offset that makes CE0 1.21 times ln(classes) makes the dose
+    1.21 times larger at beta 1 and 1.1 at beta 0.5."""
+    from sim.system.lasso_model import RunData, first_ce_offset
     z = np.zeros(2)
     run = lambda c: RunData("r", "resnet20", 0.2, 10, z, 1.0, z, z, 0.1, 128,  # noqa: E731
-                            ce0_ratio=c)
-    assert first_ce_ratio([run(1.1), run(float("nan")), run(1.2)]) == pytest.approx(1.15)
-    assert first_ce_ratio([run(float("nan"))]) == 1.0
+                            ce0_offset=c)
+    assert first_ce_offset([run(0.1), run(float("nan")), run(0.2)]) == pytest.approx(0.15)
+    assert first_ce_offset([run(float("nan"))]) == 0.0
     runs = bundled_runs()
-    logged = [r.ce0_ratio for r in runs if np.isfinite(r.ce0_ratio)]
-    assert len(logged) > len(runs) // 2 and min(logged) >= 0.99
-    assert bundled_fit().ce0_ratio == pytest.approx(float(np.median(logged)))
+    logged = [r.ce0_offset for r in runs if np.isfinite(r.ce0_offset)]
+    assert len(logged) > len(runs) // 2 and min(logged) >= -0.01
+    assert bundled_fit().ce0_offset == pytest.approx(float(np.median(logged)))
     w, s = load_workload("resnet20"), default_schedule("cifar10", 182, 128, 50_000)
     for beta in (1.0, 0.5):
         base = dose_per_epoch(w, 0.2, s, beta)
-        np.testing.assert_allclose(dose_per_epoch(w, 0.2, s, beta, ce0_ratio=1.21),
+        np.testing.assert_allclose(dose_per_epoch(w, 0.2, s, beta,
+                                                  ce0_offset=0.21 * np.log(10)),
                                    base * 1.21 ** beta)
     fit = bundled_fit()
-    at = {c: model_trajectory(w, 0.2, 10, s, dataclasses.replace(fit, ce0_ratio=c))
-          for c in (1.0, 1.5)}
-    assert at[1.0].points != at[1.5].points
+    at = {c: model_trajectory(w, 0.2, 10, s, dataclasses.replace(fit, ce0_offset=c))
+          for c in (0.0, 1.0)}
+    assert at[0.0].points != at[1.0].points
+
+
+def test_the_first_ce_is_an_offset_of_ln_classes_not_a_ratio():
+    """lambda_per_norm's CE0 is ln(classes) + the offset at every class count: the same offset
+    raises lambda by offset / ln(classes), less at 1000 classes than at 10 (a ratio would raise
+    it alike)."""
+    from sim.system.lasso_model import lambda_per_norm
+    from sim.workload import with_classes
+    w = load_workload("resnet50-imagenet")
+    for classes in (10, 100, 1000):
+        wc = with_classes(w, classes)
+        wc = dataclasses.replace(wc, dataset=None)      # the head's outputs are the classes
+        up = lambda_per_norm(wc, 0.2, ce0_offset=0.3) / lambda_per_norm(wc, 0.2)
+        assert up == pytest.approx(1 + 0.3 / np.log(classes))
 
 
 def test_runs_prune_and_more_rho_prunes_more():

@@ -61,8 +61,8 @@ def test_record_takes_steps_and_schedule_from_the_times_file():
         assert run["first_ce"] == pytest.approx(ce0)
         assert run["lambda"] * (1 - run["rho"]) * run["first_group_norm"] / run["rho"] \
             == pytest.approx(ce0)
-        assert lm.read_run(next(p for p in RECORDS if p.stem.endswith("-" + key))).ce0_ratio \
-            == pytest.approx(ce0 / np.log(100))
+        assert lm.read_run(next(p for p in RECORDS if p.stem.endswith("-" + key))).ce0_offset \
+            == pytest.approx(ce0 - np.log(100))
 
 
 def test_sampled_run_has_rows_at_its_widths_and_the_clock_of_every_epoch():

@@ -8,7 +8,9 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import yaml
 
 from analysis import validation as v
 from sim.workload import with_classes
@@ -343,22 +345,42 @@ def test_v100_rows_compare_the_engine_with_each_measured_run():
 
 def test_lasso_coefficient_rows_compute_the_models_lambda_with_the_fits_ce0():
     """The stored-coefficient rows: one per PUB_C_LASSO_COEFF entry, the model's lambda (R0 at
-    the He fan-out init, CE0 = Fit.ce0_ratio x ln(classes)), and the ln(classes) value in the
-    note; the first-CE row sets the fit's ratio against the third-party records' logged ones."""
+    the He fan-out init, CE0 = ln(classes) + Fit.ce0_offset), and the ln(classes) value in the
+    note; the first-CE row sets the fit's CE0 at 100 classes against the third-party records'
+    logged ones."""
     from sim.system.lasso_model import PAPER_INIT, bundled_fit, init_group_norms, lambda_per_norm
     from sim.workload import load_workload
     rows = list(v._c_lasso_coeff_rows())
-    ratio = bundled_fit().ce0_ratio
+    offset = bundled_fit().ce0_offset
     assert len(rows) == len(v.PUB_C_LASSO_COEFF) == 3
     for r, (path, wl, classes, rho, lam) in zip(rows, v.PUB_C_LASSO_COEFF):
         w = with_classes(load_workload(wl), classes)
         r0, g = init_group_norms(w, PAPER_INIT)
         assert r.published == lam and r.status == "ok" and path in r.note
-        assert r.modeled == pytest.approx(lambda_per_norm(w, rho, PAPER_INIT, ratio) * r0 / g)
-        assert f"{r.modeled / ratio:.3g}" in r.note
+        assert r.modeled == pytest.approx(lambda_per_norm(w, rho, PAPER_INIT, offset) * r0 / g)
+        assert f"{lambda_per_norm(w, rho, PAPER_INIT) * r0 / g:.3g}" in r.note
     (ce,) = list(v._c_first_ce_row())
-    assert ce.status == "input" and ce.modeled == round(ratio, 3)
-    assert 1.0 < ce.published < 1.15
+    assert ce.status == "input" and ce.modeled == round(np.log(100) + offset, 3)
+    assert np.log(100) < ce.published < 1.15 * np.log(100)
+
+
+def test_first_ce_init_rows_set_the_model_against_each_measurement(tmp_path, monkeypatch):
+    """One row per measurement in the record (tools/first_ce.py): measured first CE against
+    ln(classes) + the fit's offset; a record without a field is one error naming the file."""
+    from sim.errors import ConfigError
+    from sim.system.lasso_model import bundled_fit
+    rows = list(v._c_first_ce_init_rows())
+    doc = yaml.safe_load(v.FIRST_CE_FILE.read_text())
+    assert len(rows) == len(doc["measurements"]) > 0
+    for r, m in zip(rows, doc["measurements"]):
+        assert r.published == m["first_ce"] and r.status == "input"
+        assert r.modeled == pytest.approx(np.log(m["classes"]) + bundled_fit().ce0_offset)
+        assert f"{m['workload']} at {m['classes']} classes" in r.what
+    bad = tmp_path / "first-ce.yaml"
+    bad.write_text("schema: 1\nmeasurements:\n  - {workload: resnet32, classes: 10}\n")
+    monkeypatch.setattr(v, "FIRST_CE_FILE", bad)
+    with pytest.raises(ConfigError, match="first_ce"):
+        list(v._c_first_ce_init_rows())
 
 
 def test_batch_rule_rows_put_the_authors_shape_against_the_published_last_step():

@@ -607,7 +607,7 @@ def report(directory: Path) -> int:
           "epoch; u: lasso dose, beta = 1, there)")
     f = fit_runs(runs)
     print(f"fit over {len(f.runs)} runs, RMS {f.rms:.3f}; a prediction's lambda takes CE0 = "
-          f"{f.ce0_ratio:.3f} x ln(classes) (the runs' median first CE):")
+          f"ln(classes) + {f.ce0_offset:.3f} (the runs' median first CE less ln(outputs)):")
     for name, k in (("plain spaces", f.plain), ("residual nodes", f.residual)):
         print(f"  {name:14s}: a {k.a:.3f}, pressure exponent {k.gamma:g}, clock beta {k.beta:g}"
               + (f" below a lambda / n0 cap of {k.cap:.3g}" if k.cap else "") + ", "

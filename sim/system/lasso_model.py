@@ -14,10 +14,12 @@ not epochs: the same u is reached with half the lr and twice the steps, and dyna
 run's lambda and R0 are the ones it logged. A prediction's R0, G follow from the workload at the
 init (PyTorch's default, kaiming-uniform, a = sqrt(5): an output-channel group of a conv has norm
 sqrt(1/3), an input-channel group sqrt(K / (3 C)); or the authors' He fan-out); on the bundled
-runs the analytic R0 is within 0.4 % of the logged one. Its CE0 is ln(classes) x Fit.ce0_ratio,
-the runs' median first CE over ln(outputs) (1.07: the first logits are not uniform; with ln
-(classes) alone a prediction's lambda was 7 % below the runs' on the median, and 7-8 % below
-the coefficients the authors' own ResNet-32 runs stored; docs/system.md, session 31).
+runs the analytic R0 is within 0.4 % of the logged one. Its CE0 is ln(classes) + Fit.ce0_offset,
+the runs' median first CE above ln(outputs) (0.17: the first logits are not uniform; with ln
+(classes) alone a prediction's lambda was 7 % below the runs' on the median; docs/system.md,
+session 31). An offset, not a ratio of ln(classes): logits spread with variance s^2 over the
+classes give CE0 ~ ln(classes) + s^2 / 2 at any class count, and ResNet-50 at its init measured
+the same offset at 10 and 100 classes (tools/first_ce.py; session 32).
 
 Model of one channel space's kept fraction, as PruneTrain counts it (a group is dead once every
 weight is below 1e-4), per kind of space (plain spaces; residual nodes, which keep a channel any of
@@ -339,13 +341,13 @@ def init_scale(workload: Workload, init: str) -> float:
 
 
 def lambda_per_norm(workload: Workload, rho: float, init: str = PAPER_INIT,
-                    ce0_ratio: float = 1.0) -> float:
+                    ce0_offset: float = 0.0) -> float:
     """lambda / n0: lambda = rho CE0 / ((1 - rho) R0) over the mean initial group norm R0 / G,
-    CE0 = ce0_ratio x ln(classes) (1: uniform first logits; a prediction passes the fit's
-    Fit.ce0_ratio, the runs' measured first CE)."""
+    CE0 = ln(classes) + ce0_offset (0: uniform first logits; a prediction passes the fit's
+    Fit.ce0_offset, from the runs' measured first CE)."""
     r0, g = init_group_norms(workload, init)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
-    return rho * ce0_ratio * math.log(classes) / ((1 - rho) * r0) / (r0 / g)
+    return rho * (math.log(classes) + ce0_offset) / ((1 - rho) * r0) / (r0 / g)
 
 
 def clock_factor(lam_n: float, beta: float, cap: float = 0.0) -> float:
@@ -356,13 +358,14 @@ def clock_factor(lam_n: float, beta: float, cap: float = 0.0) -> float:
 
 
 def dose_per_epoch(workload: Workload, rho: float, sched: Schedule, beta: float = 1.0,
-                   init: str = PAPER_INIT, cap: float = 0.0, ce0_ratio: float = 1.0) -> np.ndarray:
+                   init: str = PAPER_INIT, cap: float = 0.0,
+                   ce0_offset: float = 0.0) -> np.ndarray:
     """The clock at the end of every epoch (cumulative): sum lr*steps/(1-momentum) x
     clock_factor(lambda/n0, beta, cap). beta = 1 (no cap) is the lasso dose u; beta = 0 counts
-    lr-weighted steps only. ce0_ratio: lambda_per_norm's."""
+    lr-weighted steps only. ce0_offset: lambda_per_norm's."""
     per = [sched.lr_at(e) * sched.steps_per_epoch() for e in range(sched.epochs)]
     return (np.cumsum(per) / (1 - sched.momentum)
-            * clock_factor(lambda_per_norm(workload, rho, init, ce0_ratio), beta, cap))
+            * clock_factor(lambda_per_norm(workload, rho, init, ce0_offset), beta, cap))
 
 
 # ------------------------------------------------------------------------------- the runs
@@ -424,9 +427,9 @@ class RunData:
     epochs: np.ndarray | None = None
     first_clock: float | None = None  # lr x steps / (1 - momentum) of epoch 0 (None: lrsteps[0])
     head: int = 10                # the classifier's outputs (CE0 = ln(head); D is over ln(head))
-    # the first iteration's CE over ln(head), where the run logged it (NaN: not logged): the CE0
-    # in the run's lambda, which a prediction estimates (Fit.ce0_ratio)
-    ce0_ratio: float = math.nan
+    # the first iteration's CE less ln(head), where the run logged it (NaN: not logged): the CE0
+    # in the run's lambda, which a prediction estimates (Fit.ce0_offset)
+    ce0_offset: float = math.nan
 
     def kept(self, residual: bool) -> np.ndarray:
         """The measured kept fraction per epoch of one kind (residual nodes or plain spaces)."""
@@ -814,7 +817,7 @@ def run_from_doc(doc: dict, path: Path) -> RunData:
                        str(run.get("dataset", "digits")), expansion(w),
                        rows if sampled else None,
                        float(per_all[0]["lr"] * per_all[0]["steps"] / (1 - run["momentum"])),
-                       w.layers[-1].c_out, _first_ce(run) / math.log(w.layers[-1].c_out))
+                       w.layers[-1].c_out, _first_ce(run) - math.log(w.layers[-1].c_out))
     except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
         raise ConfigError(f, "run", f"not a PruneTrain run record ({e})") from None
 
@@ -901,10 +904,10 @@ class Fit:
     # (a, b, c) of sim.system.block_death.death_probability over the plain spaces of residual
     # blocks (death_rows); None: no block ever dies
     death: tuple[float, ...] | None = None
-    # CE0 over ln(outputs) at the first iteration, the median of the fitted runs' (ce0_ratio):
-    # the fit's clock takes each run's logged lambda, so a prediction's lambda takes CE0 = this
-    # x ln(outputs), not ln(outputs) (a He-initialised network's first logits are not uniform)
-    ce0_ratio: float = 1.0
+    # CE0 less ln(outputs) at the first iteration, the median of the fitted runs' (ce0_offset):
+    # the fit's clock takes each run's logged lambda, so a prediction's lambda takes CE0 =
+    # ln(outputs) + this, not ln(outputs) (a He-initialised network's first logits are not uniform)
+    ce0_offset: float = 0.0
 
     def kind(self, residual: bool) -> KindFit:
         return self.residual if residual else self.plain
@@ -1252,7 +1255,7 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
             chain = dataclasses.replace(plain, tilt=t, block=0.0, last=q, stem=u, tilt_rms=rms)
     fit = Fit(plain, resid, tuple(r.name for r in runs),
               math.sqrt((plain.rms ** 2 + resid.rms ** 2) / 2), chain,
-              ce0_ratio=first_ce_ratio(runs))
+              ce0_offset=first_ce_offset(runs))
     if spread:
         x, y, e = death_rows(runs, fit)
         if len(y) and 0 < y.sum() < len(y):
@@ -1260,11 +1263,11 @@ def fit_runs(runs: tuple[RunData, ...] | list[RunData], spread: bool = True) -> 
     return fit
 
 
-def first_ce_ratio(runs) -> float:
-    """The median over the runs that logged it of the first iteration's CE over ln(outputs)
-    (1.0 where none did): the CE0 a prediction's lambda takes, in units of ln(outputs)."""
-    r = [x.ce0_ratio for x in runs if math.isfinite(x.ce0_ratio)]
-    return float(np.median(r)) if r else 1.0
+def first_ce_offset(runs) -> float:
+    """The median over the runs that logged it of the first iteration's CE less ln(outputs)
+    (0.0 where none did): a prediction's lambda takes CE0 = ln(classes) + this."""
+    r = [x.ce0_offset for x in runs if math.isfinite(x.ce0_offset)]
+    return float(np.median(r)) if r else 0.0
 
 
 def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, ...]:
@@ -1333,7 +1336,7 @@ def write_fit(directory: str | Path, fit: Fit) -> Path:
                    "residual": dataclasses.asdict(fit.residual),
                    "chain": dataclasses.asdict(fit.chain) if fit.chain else None,
                    "death": list(fit.death) if fit.death else None,
-                   "ce0_ratio": fit.ce0_ratio, "runs": list(fit.runs), "rms": fit.rms}}
+                   "ce0_offset": fit.ce0_offset, "runs": list(fit.runs), "rms": fit.rms}}
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return out
 
@@ -1351,7 +1354,7 @@ def bundled_fit(directory: str = str(RUNS_DIR)) -> Fit:
                 return Fit(KindFit(**d["plain"]), KindFit(**d["residual"]), tuple(d["runs"]),
                            d["rms"], KindFit(**d["chain"]) if d.get("chain") else None,
                            tuple(float(v) for v in d["death"]) if d.get("death") else None,
-                           float(d["ce0_ratio"]))
+                           float(d["ce0_offset"]))
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(str(f), "fit", f"unreadable stored fit ({e}); rewrite it with "
                               "`python tools/prunetrain_runs.py --write-fit`") from None
@@ -1545,7 +1548,8 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     fit = fit or bundled_fit()
     chans = space_channels(workload)
     plain, res = _kinds(workload)
-    u = {(k.beta, k.cap): dose_per_epoch(workload, rho, sched, k.beta, init, k.cap, fit.ce0_ratio)
+    u = {(k.beta, k.cap): dose_per_epoch(workload, rho, sched, k.beta, init, k.cap,
+                                         fit.ce0_offset)
          for k in (fit.plain, fit.residual)}
     scale = init_scale(workload, init)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)

@@ -147,7 +147,7 @@ def planned_run(cfg: RunConfig):
     nan = np.full(cfg.epochs, np.nan)
     return lm.RunData(cfg.name, w.name, cfg.rho, cfg.interval,
                       np.cumsum(lr * cfg.epoch_steps) / (1 - cfg.momentum),
-                      lm.lambda_per_norm(w, cfg.rho, cfg.init, lm.bundled_fit().ce0_ratio),
+                      lm.lambda_per_norm(w, cfg.rho, cfg.init, lm.bundled_fit().ce0_offset),
                       nan, nan,
                       cfg.lr, cfg.batch, high=lr >= 0.99 * lr.max(),
                       init_scale=lm.init_scale(w, cfg.init), has_residual=bool(res),
@@ -516,8 +516,8 @@ def third_party_record(traj: Path, times: Path, run_key: str) -> dict:
         run["first_ce"] = round((1 - rho) * float(facts["first_loss"]), 6)
         run["lambda"] = rho * run["first_ce"] / ((1 - rho) * r0)
     else:
-        ratio = lm.bundled_fit().ce0_ratio
-        run["lambda"] = lm.lambda_per_norm(w, rho, lm.PAPER_INIT, ratio) * r0 / g
+        offset = lm.bundled_fit().ce0_offset
+        run["lambda"] = lm.lambda_per_norm(w, rho, lm.PAPER_INIT, offset) * r0 / g
     run.update({"first_group_norm": r0,
                 "third_party": {"log": facts["log"], "command": facts["command"],
                                 "trajectory": traj.name}})
