@@ -18,8 +18,8 @@ runs the analytic R0 is within 0.4 % of the logged one. Its CE0 is ln(classes) +
 the runs' median first CE above ln(outputs) (0.17: the first logits are not uniform; with ln
 (classes) alone a prediction's lambda was 7 % below the runs' on the median; docs/system.md,
 session 31). An offset, not a ratio of ln(classes): logits spread with variance s^2 over the
-classes give CE0 ~ ln(classes) + s^2 / 2 at any class count, and ResNet-50 at its init measured
-the same offset at 10 and 100 classes (tools/first_ce.py; session 32).
+classes give CE0 ~ ln(classes) + s^2 / 2 at any class count, and four networks at their init
+measured the same offset at 10 and 100 classes within 0.05 (tools/first_ce.py; session 32).
 
 Model of one channel space's kept fraction, as PruneTrain counts it (a group is dead once every
 weight is below 1e-4), per kind of space (plain spaces; residual nodes, which keep a channel any of

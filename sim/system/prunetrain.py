@@ -26,7 +26,8 @@ activation_overhead, within the cluster's device memory minus its reserve), "rel
 footprint within the dense network's at the initial batch: the initial batch taken to fill the
 device) and "compute" (the iteration's MACs, PruneTrain's own count `authors_macs`, within the
 dense network's at the initial batch: the per-iteration work held). METHODS.md states the memory
-rule; "compute" is the one both published schedules fit (docs/system.md, issue 15 session 32).
+rule; none of the three fits both published schedules at the published FLOPs in the authors'
+networks' shape (docs/system.md, issue 15 session 32), so the default stays "device".
 """
 from __future__ import annotations
 
@@ -377,8 +378,8 @@ class Run:
                 "notes": list(self.notes), "per_epoch": [e.to_json() for e in self.epochs]}
 
 
-# The dynamic mini-batch's capacity rules (module docstring); "compute" is not the paper's
-# stated rule but the one both published schedules are consistent with (docs/system.md, session 32)
+# The dynamic mini-batch's capacity rules (module docstring); "compute" is not the paper's stated
+# rule: it fits the published ImageNet steps, the memory rules do not (docs/system.md, session 32)
 BATCH_RULES = ("device", "relative", "compute")
 
 
