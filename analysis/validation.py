@@ -1416,10 +1416,11 @@ def _c_batch_rule_rows(one: dict) -> Iterator[Row]:
     ratio of each share to the inference share) and in the model's final shape. The final
     network is the most pruned, so a share above the range means the rule never reaches the
     step, one below it that the rule grows past it."""
-    from sim.methods import parse_method
     from sim.system.memory import BATCH_STEP, footprint
     from sim.system.prunetrain import apply_widths, lasso_trajectory, load_trajectory
+    from sim.system.timeline import resolve_framework
     from sim.workload import load_workload
+    over = resolve_framework(None).activation_overhead     # as the device rule counts it
     w50 = load_workload("resnet50-imagenet")
     files = sorted(AUTHORS_DIR.glob("resnet50-imagenet-*.yaml"))
     authors = [_per_sample_shares(w50, apply_widths(w50, load_trajectory(f, w50).widths_at(0)))
@@ -1432,7 +1433,8 @@ def _c_batch_rule_rows(one: dict) -> Iterator[Row]:
         e_last, b_last = sched[-1]
         lo, hi = b0 / (b_last + BATCH_STEP), b0 / b_last
         gpu = one[_table1_gpu(classes)]
-        used = footprint(w, b0, 4, int(gpu.device.reserved.value)).total / gpu.device.memory.value
+        used = footprint(w, b0, 4, int(gpu.device.reserved.value), over).total \
+            / gpu.device.memory.value
         for k, (rule, what) in enumerate((("relative", "activations"), ("compute", "MACs"))):
             vals = [pinf * a[k] / a[2] for a in authors]
             yield Row("C", f"{label}: per-sample {what} vs dense that the published last step "
