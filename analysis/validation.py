@@ -2123,14 +2123,14 @@ def _c_authors_rows() -> Iterator[Row]:
     for tag in ("01", "02"):
         f = AUTHORS_DIR / f"resnet50-imagenet-{tag}.yaml"
         net = apply_widths(w, load_trajectory(f, w).widths_at(0))
-        act = footprint(net, 64, 4).activations / footprint(w, 64, 4).activations
+        act, _, inf = _per_sample_shares(w, net)
         for rule, cap in rules:
             yield Row("C", f"ImageNet ResNet-50: {rule}-capacity batch from 64 with the authors' "
                       f"pruned network resnet50_flat_{tag} (memory model)",
                       "96 by epoch 10, 128 by 30", float(grown(net, cap)), "batch",
                       f"{f.relative_to(AUTHORS_DIR.parents[2])} / gtx1080ti-11gb",
                       status="input",
-                      note=f"{100 * net.macs() / w.macs():.0f} % of the dense inference FLOPs, "
+                      note=f"{100 * inf:.0f} % of the dense inference FLOPs, "
                            f"{100 * act:.0f} % of the dense activations per sample (epoch not "
                            f"recorded; rho most likely 0.{tag[1]}, the authors' file naming); "
                            f"dense under this rule: "
