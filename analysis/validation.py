@@ -1014,8 +1014,9 @@ def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
     """The weak-lasso basic-block runs (ResNet-20 on 16 x 16 CIFAR-10 at rho 0.03 and 0.05, below
     every other run's rho: tools/prunetrain_runs.py --grid cap-check), each predicted by the
     fit without its rho (by_rho: leave_one_out(by="rho")): the other weak run is in that fit,
-    so each row asks whether one weak lasso predicts the next. The last kept fraction per kind;
-    the first dead channel, measured and modeled, in the note."""
+    so each row asks whether one weak lasso predicts the next. The first dead plain channel (the
+    threshold's drift, KindFit.drift, is about when a weak lasso starts) and the last kept
+    fraction per kind."""
     from sim.system.lasso_model import bundled_runs
     weak = {r.name: r for r in bundled_runs() if r.rho < 0.1 and r.expansion == 1.0}
     for lor in by_rho:
@@ -1023,6 +1024,11 @@ def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
             r = weak.get(name)
             if r is None:
                 continue
+            yield _onset_row(lor, i, f"trajectory model, weak lasso: {r.workload} at rho "
+                             f"{r.rho:g}, predicted by the fit without this rho; first dead plain "
+                             "channel", f"sim/data/prunetrain/{name}.yaml / leave-one-rho-out",
+                             "the lasso's threshold slows the clock near it (drift_factor); a "
+                             "real run, not a published number")
             yield from _final_keep_rows(
                 lor, i, f"trajectory model, weak lasso: {r.workload} at rho {r.rho:g}, predicted "
                         "by the fit without this rho; last kept fraction ({kind})",
@@ -1030,6 +1036,15 @@ def _c_weak_lasso_rows(by_rho: list[dict]) -> Iterator[Row]:
                 f"first dead plain channel at epoch {lor['onset_measured'][i]} (model "
                 f"{lor['onset_predicted'][i]}); RMS over all epochs of this rho's runs "
                 f"{lor['rms']:.3f} (a real run, not a published number)")
+
+
+def _onset_row(held: dict, i: int, what: str, src: str, note: str) -> Row:
+    """Run i of a held-out result (lasso_model.held_out): its first dead plain channel, measured
+    vs predicted, in epochs ("never" where nothing is cut)."""
+    meas, pred = held["onset_measured"][i], held["onset_predicted"][i]
+    return Row("C", what, float(meas) if meas is not None else "never",
+               float(pred) if pred is not None else "never", "epoch", src, status="input",
+               note=note)
 
 
 def _final_keep_rows(held: dict, i: int, what: str, src: str, note: str) -> Iterator[Row]:
@@ -1065,13 +1080,10 @@ def _c_clock_rows(held: dict | None) -> Iterator[Row]:
             twin_note = (f"its 196-step twin's first dead plain channel: epoch {on}; a clock of "
                          f"lr-weighted steps puts this run's at {on / ratio:.0f}, one of epochs "
                          f"at {on}")
-        meas, pred = held["onset_measured"][i], held["onset_predicted"][i]
-        yield Row("C", f"trajectory model, another lr x steps an epoch: {what}; first dead "
-                  "plain channel, predicted by the fit without such runs",
-                  float(meas) if meas is not None else "never",
-                  float(pred) if pred is not None else "never", "epoch",
-                  f"sim/data/prunetrain/{name}.yaml / leave_clock_out", status="input",
-                  note=f"{twin_note} (real runs, not a published number)")
+        yield _onset_row(held, i, f"trajectory model, another lr x steps an epoch: {what}; first "
+                         "dead plain channel, predicted by the fit without such runs",
+                         f"sim/data/prunetrain/{name}.yaml / leave_clock_out",
+                         f"{twin_note} (real runs, not a published number)")
         yield from _final_keep_rows(
             held, i, f"trajectory model, another lr x steps an epoch: {what}; last kept fraction "
                      "({kind}), predicted by the fit without such runs",

@@ -127,10 +127,11 @@ def test_clock_rows_set_each_clock_run_against_its_twin_under_both_clocks():
 
 
 def test_weak_lasso_rows_name_each_weak_run_with_its_leave_one_rho_out_prediction():
-    """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, bundled since session 23): one row
-    per kind and weak run, from the leave-one-rho-out result handed in; the note names the first
-    dead channel, measured and modeled. Both start pruning far later than any stronger basic-block
-    run of their family (epoch 24 at rho 0.1)."""
+    """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, bundled since session 23): per weak
+    run, a row of the first dead plain channel and one per kind of the last kept fraction, from
+    the leave-one-rho-out result handed in; the kept-fraction notes name the first dead channel
+    too. Both start pruning far later than any stronger basic-block run of their family (epoch
+    24 at rho 0.1)."""
     from analysis.validation import _c_weak_lasso_rows
     from sim.system.lasso_model import bundled_runs, first_cut
     weak = sorted((r for r in bundled_runs() if r.rho < 0.1 and r.expansion == 1.0),
@@ -141,7 +142,10 @@ def test_weak_lasso_rows_name_each_weak_run_with_its_leave_one_rho_out_predictio
         "final_measured_residual": [0.9], "final_predicted_residual": [0.8]} for r in weak]
     by_rho.append({**by_rho[0], "names": ["not-a-weak-run"]})
     rows = list(_c_weak_lasso_rows(by_rho))
-    assert len(rows) == 4 and all(r.status == "input" for r in rows)
+    assert len(rows) == 6 and all(r.status == "input" for r in rows)
+    onset = next(r for r in rows if "first dead plain channel" in r.what and "rho 0.03" in r.what)
+    assert (onset.published, onset.modeled, onset.unit) == \
+        (float(first_cut(weak[0].keep_plain)), 7.0, "epoch")
     plain = next(r for r in rows if "(plain spaces)" in r.what and "rho 0.03" in r.what)
     assert (plain.published, plain.modeled) == (0.5, 0.4)
     assert f"first dead plain channel at epoch {first_cut(weak[0].keep_plain)} (model 7)" \

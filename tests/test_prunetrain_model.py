@@ -723,8 +723,9 @@ def test_bottleneck_nodes_prune_deeper_and_their_blocks_less_than_basic_blocks()
     b = runs["resnet29-bottleneck-w4-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
              "hefanout"]
     # the model's known miss: a bottleneck's inner spaces kept more than predicted (0.45 against
-    # 0.34 with the pressure threshold of session 23; 0.17 before it)
-    assert fit.keep_run(b, False)[-1] < b.keep_plain[-1] - 0.05
+    # 0.41 with the threshold's drift of session 33; 0.34 with the pressure threshold of session
+    # 23; 0.17 before it)
+    assert b.keep_plain[-1] - 0.1 < fit.keep_run(b, False)[-1] < b.keep_plain[-1]
 
 
 @pytest.mark.slow
@@ -940,6 +941,31 @@ def test_the_pressure_threshold_keeps_every_channel_below_it_and_shifts_the_leve
         pytest.approx([0.0, 0.9])
 
 
+def test_the_threshold_drift_slows_the_clock_of_a_weak_lasso_and_stops_it_at_the_threshold():
+    """KindFit.drift (drift_factor): the clock is multiplied by (1 - p0 / P^gamma)^z, so a lasso
+    near its threshold cuts later, one at or below it never starts, a strong one runs nearly at
+    its drift-free clock, and z = 0 (or no threshold) is the model without it. The factor is the
+    same formula on numbers and on per-row arrays (the fit's)."""
+    from sim.system.lasso_model import drift_factor, lasso_pressure
+    assert drift_factor(0.5, 0.0, 0.5) == 1.0 and drift_factor(0.5, 0.2, 0.0) == 1.0
+    assert drift_factor(0.1, 0.2, 0.5) == 0.0
+    assert drift_factor(0.5, 0.2, 0.5) == pytest.approx(0.6 ** 0.5)
+    assert drift_factor(np.array([0.1, 0.5, 1.0]), 0.2, 1.0) == pytest.approx([0.0, 0.6, 0.8])
+    assert (drift_factor(np.ones(3), 0.0, 1.0) == 1.0).all()
+    k = dataclasses.replace(bundled_fit().plain, hover=0.0, lag=0.0, p0=0.16, drift=0.5)
+    free = dataclasses.replace(k, drift=0.0)
+    u = k.u_on * 1.5
+    for rho in (0.05, 0.1, 0.25):
+        f = drift_factor(lasso_pressure(rho) ** k.gamma, k.p0, k.drift)
+        assert 0.0 < f < 1.0
+        assert k.keep(rho, u) == pytest.approx(free.keep(rho, u * f))
+        assert k.keep(rho, u) > free.keep(rho, u)
+    slow = [drift_factor(lasso_pressure(r) ** k.gamma, k.p0, k.drift) for r in (0.05, 0.1, 0.25)]
+    assert slow == sorted(slow)
+    at = (k.p0 ** (1 / k.gamma)) / (1 + k.p0 ** (1 / k.gamma))     # the threshold's rho
+    assert k.keep(at, 1e12) == pytest.approx(1.0)
+
+
 def test_after_the_first_lr_decay_the_count_runs_the_lag_ahead():
     """KindFit.lag: while the lr is at its maximum the lag changes nothing; from the first decay
     on the kept fraction at clock u is the lag-free one at u + lag u_on (the groups the lasso
@@ -949,7 +975,9 @@ def test_after_the_first_lr_decay_the_count_runs_the_lag_ahead():
     under way at the decay)."""
     fit = bundled_fit()
     assert fit.plain.lag > 0
-    k = dataclasses.replace(fit.plain, hover=0.0, lag=0.5)
+    # the lag alone: the threshold's drift scales the clock, not the lag (both in the fit's
+    # clock units), so it is off here
+    k = dataclasses.replace(fit.plain, hover=0.0, lag=0.5, drift=0.0)
     free = dataclasses.replace(k, lag=0.0)
     u = np.array([0.5, 1.0, 1.2, 1.5, 3.0]) * k.u_on
     assert k.keep(0.25, u, True) == pytest.approx(free.keep(0.25, u, True))

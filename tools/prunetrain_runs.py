@@ -616,6 +616,7 @@ def report(directory: Path) -> int:
               f"natural-image level nu {k.nu:g}, temperature exponent eta {k.eta:g}, "
               f"weight-decay exponents omega {k.omega:g} (level) / {k.omega_clock:g} (clock), "
               f"expansion exponents xi {k.xi:g} (level) / {k.xi_clock:g} (clock), "
+              f"pressure threshold p0 {k.p0:g} with its clock drift z {k.drift:g}, "
               f"RMS {k.rms:.3f}; depth tilt "
               f"{k.tilt:g}, later-block exponent {k.block:g} (per-space RMS {k.tilt_rms:.3f} "
               f"given each run's mean)")
