@@ -946,7 +946,7 @@ def test_the_threshold_drift_slows_the_clock_of_a_weak_lasso_and_stops_it_at_the
     near its threshold cuts later, one at or below it never starts, a strong one runs nearly at
     its drift-free clock, and z = 0 (or no threshold) is the model without it. The factor is the
     same formula on numbers and on per-row arrays (the fit's)."""
-    from sim.system.lasso_model import drift_factor, lasso_pressure
+    from sim.system.lasso_model import drift_factor, lasso_pressure, threshold_rho
     assert drift_factor(0.5, 0.0, 0.5) == 1.0 and drift_factor(0.5, 0.2, 0.0) == 1.0
     assert drift_factor(0.1, 0.2, 0.5) == 0.0
     assert drift_factor(0.5, 0.2, 0.5) == pytest.approx(0.6 ** 0.5)
@@ -962,8 +962,7 @@ def test_the_threshold_drift_slows_the_clock_of_a_weak_lasso_and_stops_it_at_the
         assert k.keep(rho, u) > free.keep(rho, u)
     slow = [drift_factor(lasso_pressure(r) ** k.gamma, k.p0, k.drift) for r in (0.05, 0.1, 0.25)]
     assert slow == sorted(slow)
-    at = (k.p0 ** (1 / k.gamma)) / (1 + k.p0 ** (1 / k.gamma))     # the threshold's rho
-    assert k.keep(at, 1e12) == pytest.approx(1.0)
+    assert k.keep(threshold_rho(k), 1e12) == pytest.approx(1.0)
 
 
 def test_after_the_first_lr_decay_the_count_runs_the_lag_ahead():
