@@ -2050,23 +2050,26 @@ def _c_task40_rows() -> Iterator[Row]:
     - CIFAR-10 itself on the same setting without flips (the turned runs have none; the bundled
       twin has them): which share of the turned runs' deep cut is the flips'.
     - the pair at another seed (`--grid task40-seed`): a run's own noise.
-    Rows: the first plain cut and the last kept fraction per kind of each run, and each seed's
-    pair difference (40 labels minus the control) per kind, the measured one against the
+    - the pair at a weak lasso, rho 0.05 (pending/task40-weak, `--grid task40-weak`, session 34):
+      does the lasso's threshold rise with the labels?
+    Rows: the first plain cut and the last kept fraction per kind of each run, and each (seed,
+    rho)'s pair difference (40 labels minus the control) per kind, the measured one against the
     model's."""
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
     fit = bundled_fit()
     runs = {}
-    for p in sorted((RUNS_DIR / "pending" / "task40").glob("*.yaml")):
+    for p in sorted([*(RUNS_DIR / "pending" / "task40").glob("*.yaml"),
+                     *(RUNS_DIR / "pending" / "task40-weak").glob("*.yaml")]):
         r = read_run(p)
         tag = ("noflip" if r.dataset == "cifar10" else "control" if "fold10" in p.stem
                else "labels")
-        runs[tag, p.stem.rpartition("-seed")[2] if "-seed" in p.stem else ""] = (p, r)
+        runs[tag, p.stem.rpartition("-seed")[2] if "-seed" in p.stem else "", r.rho] = (p, r)
     real = "(real runs, not a published number)"
     what = {"labels": "40 quarter-turn labels", "noflip": "CIFAR-10 itself without flips",
             "control": "the class alone on the turned images (folded control)"}
     twin = RUNS_DIR / ("resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
                        "hefanout.yaml")
-    for (tag, seed), (path, r) in sorted(runs.items()):
+    for (tag, seed, _), (path, r) in sorted(runs.items()):
         label = (f"trajectory model, task pair at 40 labels: {r.workload}, {what[tag]}, "
                  + (f"seed {seed}, " if seed else "") + f"rho {r.rho:g}")
         src = (f"{path.relative_to(REPO)} / stored fit ({len(fit.runs)} runs, not this one; "
@@ -2085,13 +2088,14 @@ def _c_task40_rows() -> Iterator[Row]:
                 f"the bundled twin with flips: "
                 f"{float(t.kept(res)[-1]):.3f}; "
                 if t is not None else "") + learnt)
-    for seed in sorted({s for t, s in runs if t == "labels" and ("control", s) in runs}):
-        (path, a), (_, b) = runs["labels", seed], runs["control", seed]
+    for seed, rho in sorted({(s, q) for t, s, q in runs
+                             if t == "labels" and ("control", s, q) in runs}):
+        (path, a), (_, b) = runs["labels", seed, rho], runs["control", seed, rho]
         for kind, res in (("plain spaces", False), ("residual nodes", True)):
             ka, kb = a.kept(res), b.kept(res)
             yield Row("C", f"trajectory model, task pair at 40 labels"
-                      + (f" (seed {seed})" if seed else "") + f": last kept fraction of the "
-                      f"{kind}, 40 labels minus the folded control, held out",
+                      + (f" (seed {seed})" if seed else "") + f" at rho {rho:g}: last kept "
+                      f"fraction of the {kind}, 40 labels minus the folded control, held out",
                       round(float(ka[-1] - kb[-1]), 3),
                       round(float(fit.keep_run(a, res)[-1] - fit.keep_run(b, res)[-1]), 3),
                       "fraction", f"{path.relative_to(REPO)} and its control / stored fit",

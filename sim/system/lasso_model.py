@@ -1585,7 +1585,10 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     scale = init_scale(workload, init)
     classes = DATASET_CLASSES.get(workload.dataset or "", workload.layers[-1].c_out)
     task = task_information(classes)
-    # the schedule is the paper's (default_schedule: its per-sample lr), so the temperature is 1
+    # the temperature is held at 1: the CIFAR schedule is at PAPER_PSL, and ImageNet's (0.1 per
+    # 256) at half of it, below every measured run (1x-8x, a step between 1x and 4x), where the
+    # fitted power law would be an extrapolation (it would keep 1.2x more at rho 0.25 on ImageNet;
+    # docs/system.md, session 34)
     natural = natural_images(workload.dataset)
     decay = sched.weight_decay / REF_WEIGHT_DECAY
     ex = expansion(workload)
