@@ -98,3 +98,25 @@ def test_task40_rows_are_the_runs_against_the_stored_fit():
     assert node.modeled == round(float(fit.keep_run(forty, True)[-1]), 3)
     diff = next(r for r in rows if "labels at rho 0.25: last kept" in r.what and "nodes" in r.what)
     assert diff.published == pytest.approx(0.161, abs=0.001)
+
+
+def test_a_weak_lasso_at_forty_labels_prunes_like_its_control_not_below_a_risen_threshold():
+    """The pair at rho 0.05 (pending/task40-weak, session 34): with 40 labels the plain spaces end
+    below their folded control (0.696 against 0.726) and start no later (first cut at epoch 31
+    against 34), so the lasso threshold does not rise with the labels (a threshold x T^0.6,
+    which would put ImageNet's at rho 0.1, keeps ~0.88 of the 40-label run's plain channels);
+    the nodes keep more with more labels (1.00 against 0.92), as at rho 0.25. The stored fit,
+    whose threshold is on P alone, predicted both plain ends within 0.01 and both onsets within
+    5 epochs."""
+    folder = lm.RUNS_DIR / "pending" / "task40-weak"
+    weak = lambda n: lm.read_run(folder / f"{n}.yaml")  # noqa: E731
+    forty = weak(FORTY.replace("rho0.25", "rho0.05"))
+    control = weak(CONTROL.replace("rho0.25", "rho0.05"))
+    assert forty.rho == control.rho == 0.05 and (forty.classes, control.classes) == (40, 10)
+    assert forty.keep_plain[-1] < control.keep_plain[-1]
+    assert lm.first_cut(forty.keep_plain) <= lm.first_cut(control.keep_plain)
+    assert forty.keep_residual[-1] > control.keep_residual[-1] + 0.05
+    fit = lm.bundled_fit()
+    for r in (forty, control):
+        assert fit.keep_run(r, False)[-1] == pytest.approx(r.keep_plain[-1], abs=0.02)
+        assert abs(lm.first_cut(fit.keep_run(r, False)) - lm.first_cut(r.keep_plain)) <= 5

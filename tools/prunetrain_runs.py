@@ -277,8 +277,9 @@ TASK40_SEED_GRID = [dataclasses.replace(c, seed=1) for c in TASK40_GRID]
 # lasso threshold (KindFit.p0) acts on P alone, fitted on the 10-label weak runs. Table 1's
 # ImageNet rho 0.1 (training 97 %, inference 88 %, the cut late: time course 0.75) looks like a
 # lasso at its threshold, at a P (0.111) far above the 10-label one: does the threshold rise with
-# the labels? If it did (as T^0.6 would put ImageNet's at rho 0.1), the 40-label run would stay
-# nearly unpruned where its folded control cuts. Predicted first (`--predict --grid
+# the labels? If it did (as T^0.6 would put ImageNet's at rho 0.1), the 40-label run would keep
+# ~0.88 of its plain channels where its folded control keeps ~0.73, and start later. Measured:
+# 0.70 and 0.73, first cut at epoch 31 and 34 (docs/system.md). Predicted first (`--predict --grid
 # task40-weak`); `--grid task40-weak --jobs 2 --out sim/data/prunetrain/pending/task40-weak`
 # (~55 min for both on two cores).
 TASK40_WEAK_GRID = [dataclasses.replace(c, rho=0.05) for c in TASK40_GRID]
