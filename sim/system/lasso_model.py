@@ -34,8 +34,9 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     a larger init and a task with more distinctions keep more; task_information; and, on natural
     images only (X = 1, natural_images), multiplied by e^(-nu X) (psl / PAPER_PSL)^(eta X), psl
     the run's per-sample lr: the CIFAR-10 runs at 8x the paper's per-sample lr prune far deeper
-    than the same run at the paper's, the digits runs do not; predictions are at the paper's
-    per-sample lr, where the temperature factor is 1; and multiplied by (wd / 1e-4)^omega, wd
+    than the same run at the paper's, the digits runs do not; predictions hold the temperature
+    factor at 1 (CIFAR's schedule is at the paper's per-sample lr, ImageNet's at half of it,
+    below every run); and multiplied by (wd / 1e-4)^omega, wd
     the SGD weight decay, which also speeds the clock, u x (wd / 1e-4)^omega_clock: the runs at
     the authors' CIFAR decay 5e-4 prune far sooner and deeper than their 1e-4 twins, and
     predictions use the authors' decay per data set, default_schedule; and multiplied by
@@ -152,9 +153,10 @@ DATASET_CLASSES = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
 NATURAL_IMAGES = frozenset({"cifar10", "cifar100", "imagenet", "cifar10rot"})
 # The per-sample lr of the paper's CIFAR schedule (lr 0.1 at batch 128, VALIDATION.md C), which
 # every bundled run replays in lr x steps (sim.system.lasso_runs.PAPER_CIFAR*); the linear
-# scaling rule keeps it under dynamic mini-batch. Predictions are at the paper's own per-sample
-# lr (default_schedule), so the temperature term is 1 there: it only corrects runs made at
-# another per-sample lr (the CPU runs' 8x) before they inform the level.
+# scaling rule keeps it under dynamic mini-batch. Predictions hold the temperature term at 1
+# (model_trajectory; the CIFAR schedule is at this per-sample lr, ImageNet's at half of it, below
+# every run): it only corrects runs made at another per-sample lr (the CPU runs' 8x) before they
+# inform the level.
 PAPER_PSL = 0.1 / 128
 NUS = tuple(float(x) for x in np.linspace(0.0, 3.0, 13))   # natural-image levels nu tried
 ETAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)   # temperature exponents eta tried
