@@ -2040,6 +2040,16 @@ def _c_decay_pair_rows() -> Iterator[Row]:
                                   if t else "") + real)
 
 
+# The pending folders of the held-out task pairs at 40 labels (sessions 29 and 34)
+TASK40_FOLDERS = ("task40", "task40-weak")
+
+
+def task40_run_files() -> list:
+    """The run files of the held-out task pairs (TASK40_FOLDERS), sorted."""
+    from sim.system.lasso_model import RUNS_DIR
+    return sorted(p for f in TASK40_FOLDERS for p in (RUNS_DIR / "pending" / f).glob("*.yaml"))
+
+
 def _c_task40_rows() -> Iterator[Row]:
     """The held-out runs of session 29 in pending/task40 (`tools/prunetrain_runs.py --grid task40`
     and `--grid task40-noflip`), against the stored fit with each run's own inputs:
@@ -2058,8 +2068,7 @@ def _c_task40_rows() -> Iterator[Row]:
     from sim.system.lasso_model import RUNS_DIR, bundled_fit, first_cut, read_run
     fit = bundled_fit()
     runs = {}
-    for p in sorted([*(RUNS_DIR / "pending" / "task40").glob("*.yaml"),
-                     *(RUNS_DIR / "pending" / "task40-weak").glob("*.yaml")]):
+    for p in task40_run_files():
         r = read_run(p)
         tag = ("noflip" if r.dataset == "cifar10" else "control" if "fold10" in p.stem
                else "labels")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from analysis.validation import _c_task40_rows
+from analysis.validation import _c_task40_rows, task40_run_files
 from sim.system import lasso_model as lm
 
 TAIL = "rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2"
@@ -14,8 +14,8 @@ FORTY = f"resnet20-c40-cifar10rot16-{TAIL}-hefanout"
 CONTROL = f"resnet20-cifar10rot16-{TAIL}-fold10-hefanout"
 
 
-def _pending(name: str) -> lm.RunData:
-    return lm.read_run(lm.RUNS_DIR / "pending" / "task40" / f"{name}.yaml")
+def _pending(name: str, folder: str = "task40") -> lm.RunData:
+    return lm.read_run(lm.RUNS_DIR / "pending" / folder / f"{name}.yaml")
 
 
 def test_forty_turn_labels_keep_more_than_their_folded_control():
@@ -83,8 +83,7 @@ def test_task40_rows_are_the_runs_against_the_stored_fit():
     of the pair (its differences); the measured values are the runs' own, the modeled ones the
     stored fit's."""
     rows = list(_c_task40_rows())
-    runs = sorted([*(lm.RUNS_DIR / "pending" / "task40").glob("*.yaml"),
-                   *(lm.RUNS_DIR / "pending" / "task40-weak").glob("*.yaml")])
+    runs = task40_run_files()
     pairs = sum(1 for p in runs if "fold10" in p.name
                 and p.with_name(p.name.replace("resnet20-", "resnet20-c40-")
                                 .replace("-fold10", "")).exists())
@@ -108,10 +107,8 @@ def test_a_weak_lasso_at_forty_labels_prunes_like_its_control_not_below_a_risen_
     the nodes keep more with more labels (1.00 against 0.92), as at rho 0.25. The stored fit,
     whose threshold is on P alone, predicted both plain ends within 0.01 and both onsets within
     5 epochs."""
-    folder = lm.RUNS_DIR / "pending" / "task40-weak"
-    weak = lambda n: lm.read_run(folder / f"{n}.yaml")  # noqa: E731
-    forty = weak(FORTY.replace("rho0.25", "rho0.05"))
-    control = weak(CONTROL.replace("rho0.25", "rho0.05"))
+    forty = _pending(FORTY.replace("rho0.25", "rho0.05"), "task40-weak")
+    control = _pending(CONTROL.replace("rho0.25", "rho0.05"), "task40-weak")
     assert forty.rho == control.rho == 0.05 and (forty.classes, control.classes) == (40, 10)
     assert forty.keep_plain[-1] < control.keep_plain[-1]
     assert lm.first_cut(forty.keep_plain) <= lm.first_cut(control.keep_plain)
