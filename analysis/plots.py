@@ -5,7 +5,7 @@ function builds, writes PNG plus SVG and/or PDF into a folder, closes the figure
 paths. The data helpers (`layer_records`, `tta_points`, `comm_runs`) turn a trace, accuracy curves
 or the system model into those records; `cmd_plot` reads a result store and dispatches.
 
-Kinds (issue 8): speedup (Ye et al. Fig. 4 style), layers (SDGP Fig. 9), tta (SDGP Fig. 10), comm
+Kinds: speedup (Ye et al. Fig. 4 style), layers (SDGP Fig. 9), tta (SDGP Fig. 10), comm
 (PruneTrain Fig. 11), pareto (accuracy versus time to accuracy, all methods) and roofline (one per
 GPU hwconfig, every dense layer phase as a point). Ratios are speedups (> 1 faster); the TTA
 target rule (TTA_RULE) and its accuracy curves (default_curves) are the demo's.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: ResNet-50 (CIFAR) AGBP + WGC of every conv at batch 128 on the CPU engine.
 
-Target (issue 5): at most 60 s on the 2-core development machine, Xeon config, 1 thread, dense and
+Target: at most 60 s on the 2-core development machine, Xeon config, 1 thread, dense and
 DBTD p = 0.99 on a synthetic 2-sample trace of the batch (generation and pruning included).
 
     PYTHONPATH=. python bench/bench_cpu.py [--hw xeon-e5-2680v4] [--workload resnet50-cifar]

@@ -3,7 +3,7 @@
     python bench/bench_replay.py speed  [--batch 64] [--workdir DIR] [--cache exact|profile]
                                         [--sampling adaptive|fixed]
         ResNet-50 ImageNet synthetic trace (batch 64), replayed on every bundled engine hwconfig
-        (A100, H100, V100, TITAN Xp, Xeon, Pi 4B) for every trace method. Target: <= 12 s (issue 17).
+        (A100, H100, V100, TITAN Xp, Xeon, Pi 4B) for every trace method. Target: <= 12 s (docs/explanation/performance.md).
     python bench/bench_replay.py memory [--batch 144] [--workdir DIR]
         a synthetic trace larger than a quarter of this machine's RAM (>= 6 GB) replayed on A100
         with DBTD and SDGP. Target: peak RSS < 2 GB.

@@ -266,7 +266,7 @@ kernels tile by tile and wave by wave, without per-cycle traces.
 
 {summary}
 
-- Machine: {machine()}; shared with other sessions (1-minute load average
+- Machine: {machine()}; shared with other work (1-minute load average
   {os.getloadavg()[0]:.2f} at the end of the run).
 - Command: `PYTHONPATH=. /tmp/venvtest/bin/python bench/bench_scalesim.py {argv}`
   (SCALE-Sim 3.0.0 in its own venv, `{args.scalesim_python}`, numpy<2.3).

@@ -1,4 +1,4 @@
-"""Where does a pruned network's saving go on a real GPU? For a lent NVIDIA GPU (issue 15).
+"""Where does a pruned network's saving go on a real GPU? For an NVIDIA GPU (PyTorch CUDA).
 
     python bench/gpu_pruned_widths.py OUTDIR [--quick] [--device cuda|cpu] [--batch 128]
 

@@ -1,4 +1,4 @@
-"""Silicon study for issue #14 on a lent NVIDIA GPU: what `calibrate --gpu` does not time.
+"""Silicon study on an NVIDIA GPU: what `calibrate --gpu` does not time.
 
     python bench/gpu_silicon.py OUTDIR [--quick] [--nhwc] [--parts=clocks,pairs,prep,convs,step,kernels]
 

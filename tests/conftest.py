@@ -1,6 +1,6 @@
 """Shared fixtures: small but real-looking traces of the zoo workload cnn2.
 
-`cnn2_trace` is a fresh copy (in the test's tmp_path) of a trace written once per session with
+`cnn2_trace` is a fresh copy (in the test's tmp_path) of a trace written once per test run with
 TraceWriter: batch 8 sub-sampled to 2, two captured iterations (0 in epoch 0, 50 in epoch 1), dO of
 every layer (float16 for convs, float32 for FC layers; one written through `open_tensor`'s memory
 map), plus I of the first layer and W of the last at iteration 0, and a two-epoch training log.

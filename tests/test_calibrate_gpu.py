@@ -1,4 +1,4 @@
-"""`prunesim calibrate --gpu` (issue #14 item 3), tested from a recorded measurement file: the
+"""`prunesim calibrate --gpu`, tested from a recorded measurement file: the
 bundled fixture is synthetic (generated from the model, and says so), so the fit must recover the
 parameters it was generated with; held-out entries are reported one by one."""
 from __future__ import annotations

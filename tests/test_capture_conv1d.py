@@ -1,5 +1,5 @@
 """Capture of Conv1d and ConvTranspose2d layers and the one-line warning for modules the workload
-cannot hold (issue 20.1)."""
+cannot hold."""
 import warnings
 
 import pytest

@@ -1,4 +1,4 @@
-"""The CPU SpMM's confidence-driven sampling (issue 17): rounds of spread systematic groups, a
+"""The CPU SpMM's confidence-driven sampling: rounds of spread systematic groups, a
 regression estimate on the groups' line accesses, a stop once the 95% half-width meets the target; the
 estimate against the exhaustive simulation, thread independence, early stops and the fixed mode."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Energy per step (issue 20.9): counts x the hwconfig's per-op energy table, n/a without one."""
+"""Energy per step: counts x the hwconfig's per-op energy table, n/a without one."""
 import pytest
 
 from sim.engines.base import KernelResult

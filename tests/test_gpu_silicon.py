@@ -1,4 +1,4 @@
-"""Issue #14 mechanisms of the GPU engine: each one on/off moves time the expected way."""
+"""The GPU engine's non-ideal mechanisms (clock, prologue, epilogue, sparse limits): each one on/off moves time the expected way."""
 from __future__ import annotations
 
 import warnings
@@ -129,7 +129,7 @@ def test_silicon_rows_compare_every_measured_shape():
     for r in rows:
         for v in (r.published, r.modeled):
             assert v is None or isinstance(v, str) or math.isfinite(float(v)), r.what
-    # issue #14's target, on native sm90 2:4 kernels measured here (nothing fitted to them)
+    # the target, on native sm90 2:4 kernels measured here (nothing fitted to them)
     med = next(r for r in rows if "median absolute error" in r.what)
     assert med.modeled <= 0.2
     # the prune+compress rows compare with a pass the model really charges

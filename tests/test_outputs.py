@@ -1,4 +1,4 @@
-"""Every output path goes through sim.outputs (issue 16): calibrate --out, workload export --out,
+"""Every output path goes through sim.outputs: calibrate --out, workload export --out,
 plot --out, validate --out, and trace directories. A new path is written; prunesim's own earlier
 output is replaced; anything else needs --force; a link, a directory where a file is expected, a
 FIFO or an input never. Refusals come before any work, as one line with exit status 2."""

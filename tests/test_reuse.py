@@ -189,7 +189,7 @@ def _misses_same_groups(hw, p):
 @pytest.mark.parametrize("level", ["l1", "l2", "l2_all", "dram"])
 @pytest.mark.parametrize("hw,p", [(hw, p) for hw in ("rpi4b", "xeon-e5-2680v4") for p in range(3)])
 def test_profile_miss_counts_within_3_percent(hw, p, level):
-    """Issue 17: miss counts from profiles within 3% of the exact LRU, every level of the six
+    """Miss counts from profiles within 3% of the exact LRU, every level of the six
     products (misses per demand access on identical groups: _misses_same_groups)."""
     ex, pr = _misses_same_groups(hw, p)
     assert abs(pr[level] / ex[level] - 1) <= 0.03, (pr[level], ex[level])

@@ -1,4 +1,4 @@
-"""Per-axis conv padding and transposed convs in the workload schema (issue 20.1), no torch needed."""
+"""Per-axis conv padding and transposed convs in the workload schema, no torch needed."""
 from __future__ import annotations
 
 import pytest

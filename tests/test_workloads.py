@@ -392,7 +392,7 @@ def test_a_depthwise_conv_is_one_channel_space_and_narrows_with_its_groups():
 
 
 def test_vgg11_with_a_global_last_pool_is_vgg11_at_32_and_also_runs_at_16():
-    """vgg11-cifar-gp (the CPU lasso runs' chain, issue 15): the layers, parameters and MACs of
+    """vgg11-cifar-gp (the CPU lasso runs' chain): the layers, parameters and MACs of
     vgg11-cifar; with the same weights, the same outputs on 32 x 32 images; and it runs on
     16 x 16 images, on which vgg11-cifar's fifth 2 x 2 pool fails."""
     torch = pytest.importorskip("torch")

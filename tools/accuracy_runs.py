@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real accuracy curves (issue 3, section 6): train ResNet-20 on mnist5k with every method, same seed
+"""Real accuracy curves: train ResNet-20 on mnist5k with every method, same seed
 and epochs, capture small traces and the training logs, and print our own "Table 1".
 
     python tools/accuracy_runs.py [--out out/accuracy] [--epochs 4] [--threads 1] [--only ID ...]

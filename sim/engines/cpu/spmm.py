@@ -121,7 +121,7 @@ UNIT_ACCESSES = 12_000       # target line accesses per sampled group
 # the total is a regression estimate on the groups' line accesses (known for every group from the
 # CSR), and sampling stops once the 95% confidence half-width is within TARGET_REL of the estimate
 # (SMARTS: sample until the confidence interval meets the target). "fixed": all SAMPLE_UNITS groups,
-# the plain mean-per-group estimate (the behaviour before issue 17's third pass, bit for bit).
+# the plain mean-per-group estimate over every group (no adaptive stop).
 SAMPLINGS = ("adaptive", "fixed")
 SAMPLING: ContextVar[str] = ContextVar("prunesim_cpu_sampling", default="adaptive")
 ROUND_UNITS = 12             # measured groups per round of the adaptive sampler

@@ -58,7 +58,7 @@ class FitParam:
     means: str
 
 
-# Table-driven: a new free parameter of the GPU model (issue #14 part A: prologue/epilogue costs,
+# Table-driven: a new free parameter of the GPU model (prologue/epilogue costs,
 # sparse smem/metadata limits) is one more row naming the kinds that pin it down.
 FIT_TABLE: tuple[FitParam, ...] = (
     FitParam("hbm_bandwidth", "GB/s", 1e9, ("copy",), (0.2, 1.2),

@@ -60,7 +60,7 @@ HW_FIELDS: dict[str, Field] = {
                           "engine's reductions)", required=False, minimum=0, attr="smem_lat"),
     "launch_overhead": Field("time", "gap a dependent kernel launch adds on the GPU timeline",
                              minimum=0, attr="launch_overhead"),
-    # ---- issue #14: what makes real kernels slower than the ideal machine (all optional; absent:
+    # ---- what makes real kernels slower than the ideal machine (all optional; absent:
     # the ideal machine of the older model, so GPUs without measurements stay as they were)
     "sustained_clock": Field("frequency", "tensor-core clock sustained under the board power "
                              "limit at full tensor-core load; a GEMM whose tensor cores are busy a "
