@@ -31,7 +31,7 @@ docs: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info
 
-# benchmarks (not part of CI); results and machines in docs/performance.md
+# benchmarks (not part of CI); results and machines in docs/explanation/performance.md
 bench: $(STAMP)
 	$(PY) bench/bench_methods.py
 	$(PY) bench/bench_tensorcore.py
@@ -45,4 +45,4 @@ bench: $(STAMP)
 bench-scalesim: $(STAMP)
 	test -x .venv-scalesim/bin/python || ($(PYTHON) -m venv .venv-scalesim && \
 	  .venv-scalesim/bin/pip install --quiet scalesim==3.0.0 'numpy<2.3')
-	$(PY) bench/bench_scalesim.py --scalesim-python .venv-scalesim/bin/python --docs docs/performance.md
+	$(PY) bench/bench_scalesim.py --scalesim-python .venv-scalesim/bin/python --docs docs/explanation/performance.md

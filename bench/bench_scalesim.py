@@ -1,7 +1,7 @@
 """prunesim next to SCALE-Sim v3 on the same dense ResNet-50 (ImageNet) conv-layer set, in one run.
 
     python bench/bench_scalesim.py [--scalesim-python .venv-scalesim/bin/python] [--layers N]
-                                   [--docs docs/performance.md]
+                                   [--docs docs/explanation/performance.md]
 
 1. `prunesim workload export resnet50-imagenet --format scalesim --convs-only` writes SCALE-Sim's
    conv topology (53 convs, padded IFMAPs, trailing commas) and a 128x128 weight-stationary
@@ -161,7 +161,7 @@ def machine() -> str:
 
 
 def write_docs(path: Path, section: str) -> None:
-    """Replace (or append) only this benchmark's section of docs/performance.md."""
+    """Replace (or append) only this benchmark's section of docs/explanation/performance.md."""
     text = path.read_text() if path.exists() else "# Performance\n\nMeasured numbers, with the " \
         "machine and the command for each.\n"
     start = text.find(HEADING + "\n")

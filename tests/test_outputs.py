@@ -185,7 +185,7 @@ def test_plot_out(tmp_path, store, capsys):
 
 
 def test_validate_out(tmp_path, monkeypatch, capsys):
-    from analysis import validation
+    from analysis.validation import report as validation
     calls = []
     monkeypatch.setattr(validation, "compute", lambda *a, **k: calls.append(1) or [])
     mine = tmp_path / "notes.md"
