@@ -25,13 +25,8 @@ matplotlib.use("Agg")  # headless: the demo and the tests run without a display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sim.errors import ConfigError  # noqa: E402
-from sim.methods.info import INFO as METHOD_INFO, method_info  # noqa: E402
-
-
-def _is_dense(method_id) -> bool:
-    """A stored record's method id is the dense baseline (unknown or missing ids are not)."""
-    info = METHOD_INFO.get(method_id) if isinstance(method_id, str) else None
-    return info is not None and info.is_dense
+from sim.methods import is_dense_id as _is_dense  # noqa: E402
+from sim.methods.info import method_info  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
 PHASE_COLORS = {"fwd": "#4C72B0", "agbp": "#DD8452", "wgc": "#55A868"}
@@ -158,7 +153,7 @@ def plot_speedups(records, out, formats=("png", "svg")) -> list[Path]:
     """The conv back-prop speedup plot, and the whole-step one where records carry it (stores
     written before the whole step do not): speedup-backprop.*, speedup-whole.*."""
     paths = plot_speedup(records, out, formats)
-    if any(r.get("whole_step_speedup") is not None and r.get("method_id") != "dense"
+    if any(r.get("whole_step_speedup") is not None and not _is_dense(r.get("method_id"))
            for r in records):
         paths += plot_speedup(records, out, formats, "whole_step_speedup")
     return paths
@@ -595,7 +590,7 @@ def _curves(paths: Sequence[str], trace_path: str | None):
 def _default_target(curves) -> float:
     """Without --target: TTA_RULE, 99 % of the dense curve's best accuracy (a target every useful
     run meets near its end; stated in the plot title)."""
-    dense = [c for c in curves if c.method in (None, "dense")]
+    dense = [c for c in curves if c.method is None or _is_dense(c.method)]
     best = max(a for c in (dense or curves) for _, a in c.points)
     return round(0.99 * best, 4)
 

@@ -21,6 +21,9 @@ TRACES = ("traces/sample-resnet20-mnist5k", "traces/sample-cnn2-mnist5k",
 HARDWARE = ("a100-sxm4-40gb", "h100-sxm5-80gb", "xeon-e5-2680v4", "rpi4b", "titan-xp")
 METHODS = ("dense", "dbtd:p=0.99", "sdgp-mag:nm=2:4", "sdgp-resmag:nm=2:4", "approx:schedule=1",
            "zero:schedule=1", "topk")
+# the per-layer time plot shows the baseline and one method of each structure (unstructured, n:m),
+# as SDGP's Fig. 9 compares them
+LAYER_PLOT_IDS = ("dense", "dbtd", "sdgp-mag")
 
 
 def applies(method_id: str, hw) -> str | None:
@@ -137,7 +140,7 @@ def _plots(records, layer_recs, traces, specs, out: Path, log) -> list:
     paths = plots.plot_speedups(records, out)   # conv back-prop and whole step
     main = [r for r in layer_recs if r["workload"] == records[0]["workload"]]
     paths += plots.plot_layers(main, out, methods=[s.label for s in specs
-                                                   if s.id in ("dense", "dbtd", "sdgp-mag")])
+                                                   if s.id in LAYER_PLOT_IDS])
     first = open_trace(_trace_path(traces[0]))
     # the same curves and target rule as `prunesim plot --kind tta` on this trace's records
     curves, src = plots.default_curves(first)

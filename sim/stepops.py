@@ -544,7 +544,9 @@ def _method_ops(e: _Emit, wl: Workload, batch: int, method: Any) -> list[StreamO
       group-lasso penalty it trains with adds the passes below.
     """
     out: list[StreamOp] = []
-    pt = next((m for m in method_parts(method) if getattr(m, "id", None) == "prunetrain"), None)
+    from sim.methods import find_method
+    pt = next((m for m in method_parts(method)
+               if (f := find_method(m)) is not None and f.info.is_channel_plan), None)
     if pt is None:
         return out
     # timing=authors: the step as PruneTrain's scripts time it, less the penalty's forward

@@ -1,4 +1,4 @@
-"""fused=true (issue #14 item 2): SDGP's and DBTD's prune/compress in the epilogue of the kernel
+"""fused=true: SDGP's and DBTD's prune/compress in the epilogue of the kernel
 that produces dO. Moves time, never values; refused where it would change nothing."""
 from __future__ import annotations
 

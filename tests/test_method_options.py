@@ -176,13 +176,16 @@ def test_sweep_refuses_what_replay_refuses():
 
 def test_capture_options_are_read_or_refused():
     """capture's method-spec validation (a capture run trains a network: too slow to walk): every
-    option it accepts for a method with a PyTorch twin is read by the capture code, the others are
-    refused in one line (CaptureError naming --method)."""
+    option it accepts for a method with a PyTorch twin is read by the capture code or by the
+    method's twins (Method.torch_twin, torch_fc_prune), the others are refused in one line
+    (CaptureError naming --method)."""
+    import inspect
     import pathlib
 
     from sim.capture.methods import as_spec
     from sim.errors import CaptureError
-    src = "".join(f.read_text() for f in pathlib.Path("sim/capture").glob("*.py"))
+    from sim.methods import method_for
+    capture = "".join(f.read_text() for f in pathlib.Path("sim/capture").glob("*.py"))
     unread = []
     for mid, k in _cases():
         try:
@@ -194,7 +197,9 @@ def test_capture_options_are_read_or_refused():
         except CaptureError as e:
             assert e.field == "--method" and "\n" not in str(e), (mid, k)
             continue
-        if f'"{k}"' not in src:
+        twins = "".join(inspect.getsource(getattr(type(method_for(mid)), f))
+                        for f in ("torch_twin", "torch_fc_prune"))
+        if f'"{k}"' not in capture + twins:
             unread.append(f"{mid}:{k}")
     assert not unread, f"capture accepts options its code never reads: {unread}"
 

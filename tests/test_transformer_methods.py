@@ -1,4 +1,4 @@
-"""Methods on transformer linears (issue #18 part 2): SDGP on a linear's dO, the layers option,
+"""Methods on transformer linears: SDGP on a linear's dO, the layers option,
 the weight-side 2:4 methods w24 / w24t and their mask-search cost."""
 from __future__ import annotations
 

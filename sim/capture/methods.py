@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sim.errors import CaptureError
-from sim.methods import MethodSpec, method_info, parse_method, refuse_unused, sdgp_prunes
+from sim.methods import MethodSpec, method_for, method_info, parse_method, refuse_unused
 from sim.methods.prunetrain import ZERO_THRESHOLD, channel_plan, lasso_lambda
 from sim.methods.rng import stream_key
 from sim.methods.schedule import applies, paper_schedule
@@ -72,20 +72,9 @@ class _Iter:
 
 
 def _conv_method(spec: MethodSpec, layer):
-    from sim.methods import torch_ops as T
-    p = dict(spec.params)
-    info = method_info(spec)
-    if info.family == "dbtd":
-        return T.DbtdMethod(p["p"], p["sigma"], target=layer.dbtd_target)
-    if info.family == "topk":
-        return T.DbtdMethod(0.5, target=layer.dbtd_target, topk=p["keep"])
-    if info.family == "sdgp":
-        if not sdgp_prunes(layer):
-            return T.DenseMethod()
-        return T.SdgpMethod(p["nm"], info.nm_selection, p.get("rescale", "sample-channel"))
-    if info.family == "wang":
-        return T.WangMethod(spec.id, p.get("k", 1))
-    return T.DenseMethod()  # dense and prunetrain (which acts on weights, not on gradients)
+    """The method's PyTorch twin on this conv (dense and prunetrain, which acts on weights, leave
+    its gradients alone)."""
+    return method_for(spec).torch_twin(spec, layer)
 
 
 class MethodRun:
@@ -96,7 +85,8 @@ class MethodRun:
         self.spec, self.seed, self.batch = spec, int(seed), int(batch)
         self.label = spec.label
         self.id, self.params = spec.id, dict(spec.params)
-        self.info = method_info(spec)
+        self.method = method_for(spec)
+        self.info = self.method.info
         convs = [l for l in workload.layers if l.op == "conv"]
         self.conv_index = {l.name: i for i, l in enumerate(convs)}
         if schedule_table is not None:
@@ -127,8 +117,9 @@ class MethodRun:
         self._fc_handles = []
         for layer in workload.layers:
             mod = mods[layer.name]
-            if layer.op == "fc" and self.info.fc_option and self.params["fc"] == "prune":
-                self._fc_handles.append(mod.register_forward_hook(self._fc_hook(layer)))
+            fc_prune = self.method.torch_fc_prune(self.spec, layer) if layer.op == "fc" else None
+            if fc_prune is not None:
+                self._fc_handles.append(mod.register_forward_hook(self._fc_hook(layer, fc_prune)))
             if layer.op != "conv":
                 continue
             if type(mod) is not nn.Conv2d and not isinstance(mod, MethodConv2d):
@@ -136,23 +127,14 @@ class MethodRun:
             MethodConv2d.adopt(mod, _conv_method(self.spec, layer), self._stepper(layer))
         self.model, self.workload = model, workload
 
-    def _fc_hook(self, layer):
-        """fc=prune: prune the Linear output's gradient as the offline kernel prunes an FC dO
-        (for a ReLU FC layer without BN, tau from the mean |dO| over its nonzeros)."""
-        from sim.methods import torch_ops as T
+    def _fc_hook(self, layer, fc_prune):
+        """fc=prune: prune the Linear output's gradient with the method's twin of the offline
+        kernel on an FC dO (Method.torch_fc_prune)."""
         torch, _ = _torch()
         step_of = self._stepper(layer)
-        masked = layer.dbtd_target == "dI"
 
         def prune(g, step):
-            if self.info.family == "topk":
-                out = T.topk_torch(g, self.params["keep"])
-            else:
-                g32 = g.to(torch.float32)
-                nz = g32[g32 != 0] if masked else g32
-                tau = T.dbtd_tau_torch(nz if nz.numel() else g32, self.params["p"],
-                                       self.params["sigma"])
-                out = T.stochastic_prune_torch(g32, tau, step.key).to(g.dtype)
+            out = fc_prune(g, step.key)
             step.stat("agbp", out)
             step.stat("wgc", out)
             return out

@@ -137,3 +137,77 @@ def approx_wgc(I, index, value, Q, R, S, stride, pad, dw):
                             w = q * stride - pad + s
                             if 0 <= w < W:
                                 dw[c, ci, r, s] += v * I[b, ci, h, w]
+
+
+# ---- the registered methods -----------------------------------------------------------------
+
+from sim.methods.base import dense_result  # noqa: E402
+from sim.methods.info import MethodInfo  # noqa: E402
+from sim.methods.registry import NOT_MODELLED, ONE_TENSOR, Method, Param, pos_int  # noqa: E402
+from sim.methods.schedule import PAPER_SCHEDULES, applies, paper_schedule  # noqa: E402
+
+
+def _schedule(v: str) -> int:
+    x = int(v)
+    if x not in PAPER_SCHEDULES:
+        raise ValueError("paper schedules are 1, 2 and 3")
+    return x
+
+
+_SCHED = {"schedule": Param(_schedule, 1)}
+_NO_KERNEL = (("cpu", "Wang et al.'s kernels are GPU kernels (patch engine)"),)
+
+
+class Wang(Method):
+    """Wang et al.'s schedules: a scheduled (conv, batch) pair gets `approximate`, every other
+    layer and batch stays dense."""
+
+    def apply(self, spec, layer, g, *, key, batch, conv_index=0, batch_index=0, n_conv=1,
+              scheduled=None, **ctx):
+        p = dict(spec.params)
+        if layer.op != "conv":
+            return dense_result(g, self.id, p, "not approximated: the schedule covers conv layers")
+        if scheduled is None:
+            scheduled = applies(paper_schedule(p["schedule"], n_conv), conv_index, batch_index)
+        if not scheduled:
+            return dense_result(g, self.id, p, "not scheduled for this (layer, batch)")
+        return self.approximate(p, layer, g, batch, key)
+
+    def approximate(self, p, layer, g, batch, key) -> MethodResult:
+        raise NotImplementedError
+
+    def torch_twin(self, spec, layer):
+        from sim.methods import torch_ops as T
+        return T.WangMethod(self.id, spec.get("k") if "k" in self.params else 1)
+
+
+class Zero(Wang):
+    def approximate(self, p, layer, g, batch, key):
+        return zero(np.shape(g))
+
+
+class RandomDW(Wang):
+    def approximate(self, p, layer, g, batch, key):
+        return random_dw(layer.tensor_shapes(1)["W"], batch, key)
+
+
+class Approx(Wang):
+    def approximate(self, p, layer, g, batch, key):
+        return approx(g, p.get("k", 1))
+
+
+def _wang(mid: str, cls, params=_SCHED, ignored_by=None, **kw) -> Wang:
+    info = MethodInfo(mid, "wang", "dW", ("wgc",), kw.pop("system_effect", "not-modelled"),
+                      scheduled=True, no_kernel=_NO_KERNEL, **kw)
+    return cls(info, params, ignored_by)
+
+
+_TRAIN = {"train": {"schedule": NOT_MODELLED}}
+_PRUNE = {"prune": {"schedule": ONE_TENSOR}}
+FAMILY = (
+    _wang("zero", Zero, ignored_by=_PRUNE, system_effect="skip-wgc", skips_allreduce=True),
+    _wang("random", RandomDW, system_effect="skip-wgc", transforms_tensor=False),
+    _wang("approx", Approx, ignored_by={**_TRAIN, **_PRUNE}),
+    _wang("approx-topk", Approx, {**_SCHED, "k": Param(pos_int, 2)},
+          {"train": {"schedule": NOT_MODELLED, "k": NOT_MODELLED}, **_PRUNE}),
+)

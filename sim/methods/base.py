@@ -120,3 +120,14 @@ def scale_work(result: MethodResult, factor: float) -> MethodResult:
                               for k, v in w.as_dict().items()})
     return replace(result, work=scaled(result.work), after_reduction=scaled(result.after_reduction),
                    extra={**result.extra, "work_scaled_by": factor})
+
+
+def dense_result(g: np.ndarray, method: str = "dense", params: dict | None = None,
+                 note: str | None = None) -> MethodResult:
+    """The result of a method that leaves this tensor as it is (dense, or a layer it skips; `note`
+    says why): the tensor's own density, no work."""
+    n = int(np.size(g))
+    density = float(np.count_nonzero(g)) / n if n else 0.0
+    extra = {"note": note} if note else {}
+    return MethodResult(method, params or {}, "dense", density, WorkAccount(), pruned=None,
+                        phases=(), extra=extra)

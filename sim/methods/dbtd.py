@@ -289,3 +289,83 @@ def topk(g: np.ndarray, keep: float, build_csr: bool = True) -> MethodResult:
     csr = _csr_of_kept(idx[nz], vals[nz], np.shape(g)) if build_csr else None
     return MethodResult("topk", {"keep": keep}, "csr", nnz / n, work, pruned=pruned, csr=csr,
                         extra={"k": k})
+
+
+# ---- the registered methods -----------------------------------------------------------------
+
+from sim.methods.base import dense_result  # noqa: E402
+from sim.methods.info import MethodInfo  # noqa: E402
+from sim.methods.registry import (FUSED, NOT_MODELLED, TIME_ONLY, Method, Param,  # noqa: E402
+                                  choice, fraction, rate)
+
+# Ye et al. prune conv-layer gradients only; fc=prune opts the FC layers in
+_FC = {"fc": Param(choice("dense", "prune"), "dense", quiet=True)}
+
+
+class _Unstructured(Method):
+    """DBTD and top-k: FC layers stay dense unless fc=prune; `prune` does the rest."""
+
+    def apply(self, spec, layer, g, **ctx):
+        p = dict(spec.params)
+        if layer.op == "fc" and p["fc"] == "dense":
+            return dense_result(g, self.id, p, "not pruned: DBTD / top-k leave FC layers dense "
+                                "(fc=prune)")
+        return self.prune(p, layer, g, **ctx)
+
+    def prune(self, p, layer, g, **ctx):
+        raise NotImplementedError
+
+
+class Dbtd(_Unstructured):
+    def prune(self, p, layer, g, *, key, build_csr=True, **ctx):
+        # a Conv-ReLU layer's dO is ReLU'-masked: DBTD's real target is the dI behind it
+        return dbtd(g, p["p"], key, p["sigma"], build_csr=build_csr,
+                    relu_masked=layer.dbtd_target == "dI")
+
+    def torch_twin(self, spec, layer):
+        from sim.methods import torch_ops as T
+        return T.DbtdMethod(spec.get("p"), spec.get("sigma"), target=layer.dbtd_target)
+
+    def torch_fc_prune(self, spec, layer):
+        """fc=prune: prune the Linear output's gradient as the offline kernel prunes an FC dO
+        (for a ReLU FC layer without BN, tau from the mean |dO| over its nonzeros)."""
+        if spec.get("fc") != "prune":
+            return None
+        from sim.methods import torch_ops as T
+        torch = T.torch
+        p, sigma, masked = spec.get("p"), spec.get("sigma"), layer.dbtd_target == "dI"
+
+        def prune(g, key):
+            g32 = g.to(torch.float32)
+            nz = g32[g32 != 0] if masked else g32
+            tau = T.dbtd_tau_torch(nz if nz.numel() else g32, p, sigma)
+            return T.stochastic_prune_torch(g32, tau, key).to(g.dtype)
+        return prune
+
+
+class Topk(_Unstructured):
+    def prune(self, p, layer, g, *, build_csr=True, **ctx):
+        return topk(g, p["keep"], build_csr=build_csr)
+
+    def torch_twin(self, spec, layer):
+        from sim.methods import torch_ops as T
+        return T.DbtdMethod(0.5, target=layer.dbtd_target, topk=spec.get("keep"))
+
+    def torch_fc_prune(self, spec, layer):
+        if spec.get("fc") != "prune":
+            return None
+        from sim.methods import torch_ops as T
+        keep = spec.get("keep")
+        return lambda g, key: T.topk_torch(g, keep)
+
+
+FAMILY = (
+    Dbtd(MethodInfo("dbtd", "dbtd", "dO", ("agbp", "wgc"), "not-modelled", fc_option=True),
+         {"p": Param(rate, 0.99), "sigma": Param(choice(*SIGMA_FACTORS), "paper"), **_FC,
+          **FUSED},
+         {"train": {k: NOT_MODELLED for k in ("p", "sigma", "fc", "fused")},
+          "prune": {"fused": TIME_ONLY}, "capture": {"fused": TIME_ONLY}}),
+    Topk(MethodInfo("topk", "topk", "dO", ("agbp", "wgc"), "not-modelled", fc_option=True),
+         {"keep": Param(fraction, 0.01), **_FC},
+         {"train": {k: NOT_MODELLED for k in ("keep", "fc")}}),
+)

@@ -1,13 +1,13 @@
-"""What each method id is, in one table: the facts other layers ask about a method, so that no code
-outside sim/methods tests `method.id == ...` or `.startswith("sdgp-")`.
+"""What each method is: the facts other layers ask about a method, so that no code outside
+sim/methods compares method ids.
 
     info = method_info("sdgp-mag")        # or method_info(spec)
     info.family                           # "sdgp"
     info.system_effect                    # "nm-agbp"
     info.kernel_gap("cpu")                # "no n:m sparse kernel on CPUs"
 
-The parameters of each id stay in sim.methods.PARAMS (the parser's table); a test checks that both
-tables name the same ids.
+Each Method (sim/methods/registry.py) declares its MethodInfo in its family's module; INFO is the
+registry's id -> MethodInfo table.
 """
 from __future__ import annotations
 
@@ -75,49 +75,16 @@ class MethodInfo:
         return None
 
 
-_WANG_CPU = (("cpu", "Wang et al.'s kernels are GPU kernels (patch engine)"),)
-_NM_CPU = (("cpu", "no n:m sparse kernel on CPUs"),)
-_SPARSE_TC = ("sparse_patterns", "no sparse tensor cores")
+# shared kernel gaps: no n:m kernel on CPUs; GPUs need sparse tensor cores (hwconfig
+# sparse_patterns)
+NM_CPU = (("cpu", "no n:m sparse kernel on CPUs"),)
+SPARSE_TC = ("sparse_patterns", "no sparse tensor cores")
 
-
-def _sdgp(sel: str) -> MethodInfo:
-    return MethodInfo(f"sdgp-{sel}", "sdgp", "dO", ("agbp",), "nm-agbp", nm_selection=sel,
-                      no_kernel=_NM_CPU, gpu_feature=_SPARSE_TC)
-
-
-def _wang(mid: str, **kw) -> MethodInfo:
-    return MethodInfo(mid, "wang", "dW", ("wgc",), kw.pop("system_effect", "not-modelled"),
-                      scheduled=True, no_kernel=_WANG_CPU, **kw)
-
-
-INFO: dict[str, MethodInfo] = {m.id: m for m in (
-    MethodInfo("dense", "dense", "", (), "none"),
-    MethodInfo("dbtd", "dbtd", "dO", ("agbp", "wgc"), "not-modelled", fc_option=True),
-    MethodInfo("topk", "topk", "dO", ("agbp", "wgc"), "not-modelled", fc_option=True),
-    _wang("zero", system_effect="skip-wgc", skips_allreduce=True),
-    _wang("random", system_effect="skip-wgc", transforms_tensor=False),
-    _wang("approx"),
-    _wang("approx-topk"),
-    _sdgp("random"),
-    _sdgp("mag"),
-    _sdgp("resmag"),
-    MethodInfo("prunetrain", "channels", "weights", ("fwd", "agbp", "wgc"), "channels",
-               transforms_tensor=False),
-    # 2:4 weights (sim/methods/weight24.py): the FWD GEMM's weight operand, run transposed so it
-    # is the engine's sparse A; w24t's transposable mask also makes AGBP sparse. No dO involved,
-    # no PyTorch twin (capture records dense gradients)
-    MethodInfo("w24", "w24", "weights", ("fwd",), "not-modelled", transforms_tensor=False,
-               no_kernel=_NM_CPU, gpu_feature=_SPARSE_TC, torch_twin=False),
-    MethodInfo("w24t", "w24", "weights", ("fwd", "agbp"), "not-modelled",
-               transforms_tensor=False, no_kernel=_NM_CPU, gpu_feature=_SPARSE_TC,
-               torch_twin=False),
-)}
+# id -> MethodInfo, filled by the registry (sim.methods.registry) as it registers each Method
+INFO: dict[str, MethodInfo] = {}
 
 
 def method_info(method) -> MethodInfo:
     """The MethodInfo of a method id or of a parsed MethodSpec (anything with an `.id`)."""
-    mid = getattr(method, "id", method)
-    try:
-        return INFO[mid]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown method {mid!r} (known: {', '.join(INFO)})") from None
+    from sim.methods.registry import method_for
+    return method_for(method).info

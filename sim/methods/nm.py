@@ -310,3 +310,113 @@ def resmag_after_reduction(kept: int) -> WorkAccount:
     """resmag's rescale pass (read the kept values, scale, write them), which waits for the
     per-channel L1 sums over the whole tensor: the part of its work no fused epilogue can do."""
     return WorkAccount(elems_read=kept, elems_written=2 * kept, flops=kept, passes=1)
+
+
+# ---- the registered methods -----------------------------------------------------------------
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from sim.methods.base import dense_result  # noqa: E402
+from sim.methods.info import NM_CPU, SPARSE_TC, MethodInfo  # noqa: E402
+from sim.methods.layers import layer_selected, sdgp_prunes  # noqa: E402
+from sim.methods.registry import (FUSED, LAYERS, ONE_TENSOR, TIME_ONLY, Method,  # noqa: E402
+                                  Param, choice, with_fusion)
+
+
+def _nm_param(v: str) -> str:
+    n, m = parse_nm(v)
+    return f"{n}:{m}"
+
+
+def _skipped(layer, layers: str) -> str:
+    """Why SDGP with layers=... leaves this layer dense."""
+    if layers == "all" and layer.op != "linear":
+        return "not pruned: SDGP skips the stem and linear layers"
+    return f"not pruned: outside layers={layers}"
+
+
+class Sdgp(Method):
+    """SDGP with one n:m selection rule (MethodInfo.nm_selection)."""
+
+    def apply(self, spec, layer, g, *, key, dense_output=True, **ctx):
+        p = dict(spec.params)
+        sel = spec.get("layers")
+        if not layer_selected(layer, sel):
+            return dense_result(g, self.id, p, _skipped(layer, sel))
+        mode = self.info.nm_selection
+        kw = dict(rescale=p.get("rescale", "sample-channel"), dense_output=dense_output)
+        if layer.op == "linear" and np.ndim(g) == 3:
+            # a linear's dO is [N, T, C_out] (PyTorch's layout): groups of m along C_out, the
+            # reduction of AGBP (dI = dO W); tokens play the conv's positions
+            n_, t_, c_ = np.shape(g)
+            r = sdgp(np.reshape(g, (n_, t_, 1, c_)), p["nm"], mode, key, layout="nhwc", **kw)
+            if r.pruned is None:
+                return r
+            return _replace(r, pruned=r.pruned.reshape(n_, t_, c_))
+        return sdgp(g, p["nm"], mode, key, **kw)
+
+    def nominal_result(self, spec, layer, batch: int) -> MethodResult:
+        """SDGP's MethodResult without data: on a dense dO the density is exactly n/m whatever the
+        values, and the work account follows from the shape (the same counts `sdgp` reports; a
+        test keeps the two equal)."""
+        p = dict(spec.params)
+        sel = spec.get("layers")
+        if not layer_selected(layer, sel):
+            return dense_result(np.ones(1, np.float32), self.id, p, _skipped(layer, sel))
+        n, m = parse_nm(p["nm"])
+        shape = layer.tensor_shapes(batch)["dO"]
+        nb, c = shape[0], shape[1]
+        hw_ = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+        if layer.op == "linear":    # [N, T, C_out]: groups along C_out, tokens as positions
+            nb, hw_, c = shape
+        total = nb * c * hw_
+        groups = -(-c // m)
+        bits = bits_per_index(m)
+        kept = nb * hw_ * sum(min(n, c - g * m) for g in range(groups))
+        meta = nb * hw_ * ((groups * n * bits + 31) // 32) * 4
+        mode = self.info.nm_selection
+        work = WorkAccount(elems_read=total, elems_written=kept, bytes_metadata=meta,
+                           compares=kept * m, random_draws=total if mode == "random" else 0,
+                           passes=1)
+        after = WorkAccount()
+        if mode == "resmag":
+            work = work + WorkAccount(elems_read=kept, elems_written=2 * kept,
+                                      flops=2 * total + kept, passes=1)
+            after = resmag_after_reduction(kept)
+        return with_fusion(spec, MethodResult(
+            self.id, {"nm": f"{n}:{m}", **({"rescale": p["rescale"]} if "rescale" in p else {})},
+            "nm", n / m, work, phases=("agbp",), extra={"nominal": True}, after_reduction=after))
+
+    def torch_twin(self, spec, layer):
+        from sim.methods import torch_ops as T
+        if not sdgp_prunes(layer):      # capture's twin prunes the dO of convs only
+            return T.DenseMethod()
+        p = dict(spec.params)
+        return T.SdgpMethod(p["nm"], self.info.nm_selection, p.get("rescale", "sample-channel"))
+
+
+def nominal_nm_result(spec, layer, batch: int) -> MethodResult:
+    """SDGP's result without data (Sdgp.nominal_result) for an sdgp-* spec."""
+    from sim.methods.registry import method_for
+    return method_for(spec).nominal_result(spec, layer, batch)
+
+
+_RESCALE_VALUES = "rescaling changes values, not work or time"
+
+
+def _sdgp(sel: str, extra: dict | None = None, ignored: dict | None = None) -> Sdgp:
+    info = MethodInfo(f"sdgp-{sel}", "sdgp", "dO", ("agbp",), "nm-agbp", nm_selection=sel,
+                      no_kernel=NM_CPU, gpu_feature=SPARSE_TC)
+    return Sdgp(info, {"nm": Param(_nm_param, "2:4"), **(extra or {}), **FUSED, **LAYERS},
+                {"prune": {"fused": TIME_ONLY, "layers": ONE_TENSOR},
+                 "capture": {"fused": TIME_ONLY,
+                             "layers": "capture's PyTorch twin prunes the dO of convs only"},
+                 **(ignored or {})})
+
+
+FAMILY = (
+    _sdgp("random"),
+    _sdgp("mag"),
+    _sdgp("resmag", {"rescale": Param(choice("sample-channel", "channel"), "sample-channel")},
+          {cmd: {"rescale": _RESCALE_VALUES} for cmd in ("train", "replay", "sweep")}),
+)

@@ -166,3 +166,47 @@ def authors_bn_words(workload: Workload, batch: int) -> int:
     """PruneTrain authors' batch-norm traffic of one iteration (calc_cost.py's bn_cost, "(3 x
     NKPQ) + (5 x NKPQ)"): 8 N K P^2 words after every conv (their networks have a BN after each)."""
     return sum(8 * batch * l.c_out * l.p * l.q for l in workload.layers if l.op != "fc")
+
+
+# ---- the registered method --------------------------------------------------------------------
+
+import math  # noqa: E402
+
+from sim.methods.info import MethodInfo  # noqa: E402
+from sim.methods.registry import Method, Param, choice, pos_int, rate  # noqa: E402
+
+# the options that only the lasso-dose trajectory model reads: a trajectory file, which fixes the
+# widths and their epochs, refuses them (train, replay, sweep)
+TRAJECTORY_MODEL_INPUTS = frozenset({"rho", "interval", "wd"})
+
+
+def _weight_decay(v: str) -> float:
+    x = float(v)
+    # SGD weight decay per step, a coefficient (no unit); CNN training uses 1e-5..1e-3
+    if not (math.isfinite(x) and 0 < x <= 0.01):
+        raise ValueError("must be an SGD weight decay in (0, 0.01], e.g. 5e-4")
+    return x
+
+
+class PruneTrain(Method):
+    """Acts on weights over epochs (channel_plan, and a channel trajectory at system level), not on
+    one gradient tensor; capture trains it with its own loop (sim.capture.methods.PruneTrain)."""
+
+    def apply(self, spec, layer, g, **ctx):
+        raise ValueError("prunetrain acts on weights over epochs, not on one gradient tensor: "
+                         "use sim.methods.prunetrain.channel_plan")
+
+
+FAMILY = (
+    PruneTrain(
+        MethodInfo("prunetrain", "channels", "weights", ("fwd", "agbp", "wgc"), "channels",
+                   transforms_tensor=False),
+        # wd: the training's SGD weight decay (None: the authors' for the data set, 5e-4 on
+        # CIFAR, 1e-4 on ImageNet; sim.system.lasso_model.authors_weight_decay), an input of the
+        # lasso model. timing: "wall" (the step's whole time) or "authors" (as PruneTrain's
+        # scripts time a step: less the group-lasso penalty's forward, sim.stepops._method_ops)
+        {"rho": Param(rate, 0.2), "interval": Param(pos_int, 10),
+         "wd": Param(_weight_decay, None, omitted=True),
+         "timing": Param(choice("wall", "authors"), "wall", omitted=True)},
+        {"capture": {"timing": "how a step is timed changes no value a capture records"}}),
+)

@@ -1,10 +1,9 @@
 """Synthetic gradients for the driver: a method's result on a layer when no trace is at hand.
 
 One source for every engine (`prunesim layer`, the validation report, the system timeline):
-`method_result_for` (seeded Laplace dO, or SDGP's nominal result on large tensors),
-`nominal_nm_result` (SDGP without data) and `synthetic_dO` (dO from the shipped fitted gradient
-statistics, sim/data/synth-default.yaml). Moved here from the engines, which no longer synthesize
-gradients (issue #19).
+`method_result_for` (seeded Laplace dO, or a method's nominal result on large tensors: SDGP's,
+sim.methods.nm.nominal_nm_result) and `synthetic_dO` (dO from the shipped fitted gradient
+statistics, sim/data/synth-default.yaml). The engines never synthesize gradients.
 """
 from __future__ import annotations
 
@@ -12,47 +11,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from sim.methods.info import method_info
+from sim.methods.nm import nominal_nm_result  # noqa: F401  (SDGP without data; timeline, tests)
+from sim.methods.registry import method_for
 
 SYNTH_MAX_ELEMS = 1 << 20   # the largest dO built whole; larger ones run on a sub-batch
-
-
-def nominal_nm_result(spec, layer, batch: int):
-    """SDGP's MethodResult without data: on a dense dO the density is exactly n/m whatever the
-    values, and the work account follows from the shape (the same counts sim.methods.nm.sdgp
-    reports; a test keeps the two equal)."""
-    from sim.methods import dense_result, sdgp_prunes
-    from sim.methods.base import MethodResult, WorkAccount
-    from sim.methods.nm import bits_per_index, parse_nm, resmag_after_reduction
-    p = dict(spec.params)
-    sel = spec.get("layers")
-    if not sdgp_prunes(layer, sel):
-        return dense_result(np.ones(1, np.float32), spec.id, p,
-                            "not pruned: SDGP skips the stem and linear layers" if sel == "all"
-                            and layer.op != "linear" else f"not pruned: outside layers={sel}")
-    n, m = parse_nm(p["nm"])
-    shape = layer.tensor_shapes(batch)["dO"]
-    nb, c = shape[0], shape[1]
-    hw_ = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-    if layer.op == "linear":    # [N, T, C_out]: groups along C_out, tokens as positions
-        nb, hw_, c = shape
-    total = nb * c * hw_
-    groups = -(-c // m)
-    bits = bits_per_index(m)
-    kept = nb * hw_ * sum(min(n, c - g * m) for g in range(groups))
-    meta = nb * hw_ * ((groups * n * bits + 31) // 32) * 4
-    mode = method_info(spec).nm_selection
-    work = WorkAccount(elems_read=total, elems_written=kept, bytes_metadata=meta,
-                       compares=kept * m, random_draws=total if mode == "random" else 0, passes=1)
-    after = WorkAccount()
-    if mode == "resmag":
-        work = work + WorkAccount(elems_read=kept, elems_written=2 * kept, flops=2 * total + kept,
-                                  passes=1)
-        after = resmag_after_reduction(kept)
-    from sim.methods import with_fusion
-    return with_fusion(spec, MethodResult(
-        spec.id, {"nm": f"{n}:{m}", **({"rescale": p["rescale"]} if "rescale" in p else {})},
-        "nm", n / m, work, phases=("agbp",), extra={"nominal": True}, after_reduction=after))
 
 
 def method_result_for(spec, layer, batch: int, seed: int = 0, *, samples: int | None = None,
@@ -65,16 +27,19 @@ def method_result_for(spec, layer, batch: int, seed: int = 0, *, samples: int | 
     not built whole: the method runs on the first b samples that fit and its WorkAccount is scaled
     by batch / b (every method's work is linear in the batch); DBTD's density is the sub-batch's.
     """
-    if spec is None or method_info(spec).is_dense:
+    if spec is None or method_for(spec).info.is_dense:
         return None
-    if method_info(spec).acts_on == "weights" and method_info(spec).family == "w24":
+    method = method_for(spec)
+    if not method.reads_gradient:
         # weight methods: nothing from dO (sim/methods/weight24.py)
         from sim.methods import apply_method
         return apply_method(spec, layer, np.ones(1, np.float32), key=0, batch=batch)
     shape = layer.tensor_shapes(batch)["dO"]
     per = int(np.prod(shape[1:]))
-    if method_info(spec).family == "sdgp" and per * batch > SYNTH_MAX_ELEMS:
-        return nominal_nm_result(spec, layer, batch)
+    if per * batch > SYNTH_MAX_ELEMS:
+        nominal = method.nominal_result(spec, layer, batch)
+        if nominal is not None:
+            return nominal
     b = max(1, min(batch, SYNTH_MAX_ELEMS // max(per, 1)))
     if samples is not None:
         b = max(1, min(b, samples))
@@ -90,13 +55,13 @@ def result_on(spec, layer, g: np.ndarray, batch: int, seed: int = 0, *, build_cs
     schedule decides only in replay and in whole-network estimates)."""
     from sim.methods import apply_method, stream_key
     from sim.methods.base import scale_work
-    if spec is None or method_info(spec).is_dense:
+    if spec is None or method_for(spec).info.is_dense:
         return None
-    if method_info(spec).family == "w24":
+    if not method_for(spec).reads_gradient:
         return apply_method(spec, layer, g, key=0, batch=batch)
     b = g.shape[0]
     key = stream_key(seed, layer.index, 0)
-    sched = True if method_info(spec).scheduled else None
+    sched = True if method_for(spec).info.scheduled else None
     mr = apply_method(spec, layer, g, key=key, batch=batch, build_csr=build_csr, scheduled=sched)
     if b != batch:
         mr = scale_work(mr, batch / b)

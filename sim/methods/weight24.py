@@ -67,10 +67,13 @@ def mask_work(c_out: int, k: int, transposable: bool, search: str = "greedy") ->
                        compares=compares, flops=flops, passes=1)
 
 
-def weight24(spec_id: str, params: dict, layer) -> MethodResult:
+def weight24(spec_id: str, params: dict, layer, transposable: bool | None = None) -> MethodResult:
     """The MethodResult of w24 / w24t on one layer the mask applies to (w24_applies is None;
-    the caller makes the dense result otherwise): structure "nm-w", density 1/2."""
-    transposable = spec_id == "w24t"
+    the caller makes the dense result otherwise): structure "nm-w", density 1/2. transposable:
+    the registered method's (None: the method registered as spec_id)."""
+    if transposable is None:
+        from sim.methods.registry import method_for
+        transposable = method_for(spec_id).transposable
     c_out, k = weight_matrix_shape(layer)
     work = mask_work(c_out, k, transposable, params.get("search", "greedy"))
     phases = ("fwd", "agbp") if transposable else ("fwd",)
@@ -130,3 +133,47 @@ def mask_24t_exhaustive(w: np.ndarray) -> np.ndarray:
     bl = np.abs(_blocks(w))
     score = np.einsum("bij,pij->bp", bl, pats.astype(bl.dtype))
     return _unblocks(pats[np.argmax(score, axis=1)], w.shape)
+
+
+# ---- the registered methods -----------------------------------------------------------------
+
+from sim.methods.base import dense_result  # noqa: E402
+from sim.methods.info import NM_CPU, SPARSE_TC, MethodInfo  # noqa: E402
+from sim.methods.layers import layer_selected  # noqa: E402
+from sim.methods.registry import LAYERS, NOT_MODELLED, Method, Param, choice  # noqa: E402
+
+
+class Weight24(Method):
+    """2:4 weights: the result follows from the layer alone (no gradient is read)."""
+
+    reads_gradient = False
+
+    def apply(self, spec, layer, g, **ctx):
+        p = dict(spec.params)
+        if not layer_selected(layer, spec.get("layers")):
+            return dense_result(g, self.id, p, f"not pruned: outside layers={spec.get('layers')}")
+        why = w24_applies(layer, self.transposable)
+        if why:
+            return dense_result(np.ones(1, np.float32), self.id, p, why)
+        return weight24(self.id, p, layer, self.transposable)
+
+    @property
+    def transposable(self) -> bool:
+        """The mask is 2:4 along both dims (AGBP sparse too)."""
+        return "agbp" in self.info.phases
+
+
+# the FWD GEMM's weight operand, run transposed so it is the engine's sparse A; w24t's
+# transposable mask also makes AGBP sparse. No dO involved, no PyTorch twin (capture records
+# dense gradients)
+FAMILY = (
+    Weight24(MethodInfo("w24", "w24", "weights", ("fwd",), "not-modelled",
+                        transforms_tensor=False, no_kernel=NM_CPU, gpu_feature=SPARSE_TC,
+                        torch_twin=False),
+             LAYERS, {"train": {"layers": NOT_MODELLED}}),
+    Weight24(MethodInfo("w24t", "w24", "weights", ("fwd", "agbp"), "not-modelled",
+                        transforms_tensor=False, no_kernel=NM_CPU, gpu_feature=SPARSE_TC,
+                        torch_twin=False),
+             {**LAYERS, "search": Param(choice("greedy", "exhaustive"), "greedy")},
+             {"train": {"layers": NOT_MODELLED, "search": NOT_MODELLED}}),
+)

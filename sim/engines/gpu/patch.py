@@ -178,7 +178,8 @@ def positions_for(layer, n: int, mr=None, seed: int = 0) -> tuple[np.ndarray, st
         b = idx.shape[0]
         src = mr.extra.get("positions_source", "pick")
         return idx[np.arange(n) % b], f"{src} ({b} sample{'s' if b != 1 else ''} cycled over {n})"
-    k = int(mr.params.get("k", 1)) if mr is not None and mr.method == "approx-topk" else 1
+    # a per-channel result's k: positions kept per (sample, channel) (1 unless the method keeps more)
+    k = int(mr.params.get("k", 1)) if mr is not None and mr.structure == "per-channel" else 1
     rng = np.random.default_rng([seed, layer.index, 7])
     return rng.integers(0, pq, size=(n, layer.c_out, min(k, pq))), "uniform (no pick)"
 
