@@ -5,7 +5,7 @@ hwconfig, a cluster or a trace manifest is checked against `RANGES` before any w
 that depends on several of them (a trace's bytes, a sweep's points, a layer's multiply-adds) is
 estimated and checked against `BUDGETS`. A hard range is a physical bound (nothing real is that
 large, or a number beyond it can no longer be computed exactly); a budget marked `soft` is only
-a guard against a typo costing hours or the disk, and `--yes-large` lifts it. docs/hardening.md
+a guard against a typo costing hours or the disk, and `--yes-large` lifts it. docs/reference/limits.md
 renders both tables; tests/test_hostile.py checks that the doc and these tables agree.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,12 @@ BUDGETS: dict[str, Budget] = {
     "yaml_nodes": Budget(1_000_000, "nodes", False, "YAML nodes after expanding aliases (an alias "
                          "bomb expands exponentially)"),
     "yaml_depth": Budget(64, "levels", False, "nesting depth of a YAML document"),
+    "yaml_line_chars": Budget(65_536, "characters", False, "one line of a YAML file (the longest "
+                              "bundled line is under 1,000)"),
+    "yaml_int_digits": Budget(1_000, "digits", False, "digits of one YAML integer (every count "
+                              "prunesim reads has at most 20)"),
+    "text_bytes": Budget(64 * 2 ** 20, "B", False, "size of a CSV input (accuracy logs, "
+                         "trajectories: ~100 kB)"),
     "json_bytes": Budget(256 * 2 ** 20, "B", False, "size of a trace manifest"),
     "json_depth": Budget(64, "levels", False, "nesting depth of a trace manifest"),
     "layer_macs": Budget(EXACT // 2, "MACs", False, "multiply-adds of one GEMM: FLOP counts (2 per "
@@ -97,6 +104,14 @@ BUDGETS: dict[str, Budget] = {
     "grid_points": Budget(10_000, "points", True, "hardware variants of one sweep grid"),
     "sweep_points": Budget(100_000, "points", True, "traces x hardware x methods of one sweep"),
     "train_iterations": Budget(1e9, "iterations", True, "epochs x iterations of `train`"),
+    "train_steps": Budget(20_000, "steps", True, "simulated steps of `train`: per distinct "
+                          "(widths, batch) configuration of each run, its layers (each a "
+                          "cycle-level engine evaluation, ~2-3 ms) and its all-reduce buckets x "
+                          "the collective model's steps"),
+    "synth_layer_samples": Budget(100_000, "layer-samples", True, "layers x batch of one "
+                                  "synthetic trace (~1 ms each: the sample streams of a layer)"),
+    "sweep_layer_evaluations": Budget(10_000_000, "layer evaluations", True, "traces x "
+                                      "iterations x layers x hardware x methods of one sweep"),
     "synth_bytes": Budget(64 * 2 ** 30, "B", True, "bytes of one synthetic trace (also: never "
                           "more than the free disk)"),
     "cpu_layer_bytes": Budget(4 * 2 ** 30, "B", True, "tensors the CPU engine allocates for one "
@@ -175,3 +190,183 @@ def available_memory() -> int | None:
     except (ImportError, OSError, ValueError):
         pass
     return best
+
+
+def check_sweep_work(workloads, traces, batch: int, hardware: int, methods: int,
+                     yes_large: bool = False) -> int:
+    """Refuse a sweep whose work, from counts alone, is above its budgets (before any trace is
+    synthesized or replayed): each workload's synthetic trace (layers x batch, synth_layer_samples)
+    and the replay (sources x iterations x layers x hardware x methods, sweep_layer_evaluations).
+    Reads each workload YAML and trace manifest once; returns the replay estimate."""
+    from sim.errors import ConfigError
+    from sim.traces.format import open_trace
+    from sim.workload import load_workload
+    total, parts = 0, []
+    for w in workloads or []:
+        wl = load_workload(w)
+        check_budget("synth_layer_samples", len(wl.layers) * batch, w, "--workload",
+                     yes_large=yes_large, error=ConfigError,
+                     what=f"synthetic trace of {len(wl.layers):,} layers x batch {batch}")
+        total += len(wl.layers)
+        parts.append(f"{len(wl.layers):,} layers")
+    for t in traces or []:
+        tr = open_trace(t)
+        total += len(tr.iterations) * len(tr.workload.layers)
+        parts.append(f"{len(tr.iterations)} iterations x {len(tr.workload.layers):,} layers")
+    est = total * hardware * methods
+    check_budget("sweep_layer_evaluations", est, None, "--workload/--trace", yes_large=yes_large,
+                 error=ConfigError, what=f"({' + '.join(parts)}) x {hardware} hardware x "
+                 f"{methods} method(s)")
+    return est
+
+
+# ---------------------------------------------------------------------------------- input files
+
+def file_kind(mode: int) -> str:
+    """What a stat mode names, as an error message says it."""
+    for test, what in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def check_input_file(path: str | os.PathLike, field: str | None = None, *,
+                     error: type[PrunesimError] = LimitError, what: str = "file",
+                     max_bytes: float | None = None, missing_ok: bool = False,
+                     directory_ok: bool = False) -> os.stat_result | None:
+    """Refuse, before anything opens it, an input that is not a regular file: a device, a FIFO,
+    a socket, a directory (unless directory_ok), or a file larger than max_bytes. Returns its
+    stat (following links), or None for a missing path where missing_ok."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise error(path, field, f"no such {what}") from None
+    except OSError as e:
+        raise error(path, field, f"cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode) and directory_ok:
+        return st
+    if not stat.S_ISREG(st.st_mode):
+        raise error(path, field, f"is {file_kind(st.st_mode)}, not a regular file; refusing to "
+                    f"read it as a {what}")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise error(path, field, f"{st.st_size:,} bytes: larger than the "
+                    f"{fmt_bytes(max_bytes)} limit of a {what}")
+    return st
+
+
+def read_input_bytes(path: str | os.PathLike, field: str | None = None, *,
+                     error: type[PrunesimError] = LimitError, what: str = "file",
+                     max_bytes: float) -> bytes:
+    """The bytes of a regular file of at most max_bytes (check_input_file first). It is opened
+    non-blocking and checked again on the open descriptor, so a path swapped for a FIFO or a device
+    after the check is refused too, and never more than max_bytes + 1 bytes are read."""
+    check_input_file(path, field, error=error, what=what, max_bytes=max_bytes)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise error(path, field, f"cannot read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise error(path, field, f"is {file_kind(st.st_mode)}, not a regular file; refusing "
+                        f"to read it as a {what}")
+        data = f.read(int(max_bytes) + 1)
+    if len(data) > max_bytes:
+        raise error(path, field, f"larger than the {fmt_bytes(max_bytes)} limit of a {what}")
+    return data
+
+
+def read_input_text(path: str | os.PathLike, field: str | None = None, *,
+                    error: type[PrunesimError] = LimitError, what: str = "file",
+                    max_bytes: float, encoding: str = "utf-8") -> str:
+    """read_input_bytes, decoded (a decoding error is one line naming the file)."""
+    data = read_input_bytes(path, field, error=error, what=what, max_bytes=max_bytes)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise error(path, field, f"cannot read: not {encoding} text ({e.reason} at byte "
+                    f"{e.start})") from None
+
+
+# The command-line options that name an input, per command: "file" (a regular file), "dir" (a
+# directory: a trace), "file|dir" (either: a trace directory or a file). Checked by
+# check_cli_inputs before a command runs; a value that names nothing on disk passes (a zoo or
+# bundled name, a glob, or a path the command reports missing). tests/test_input_files.py checks
+# that every path-taking option of the parser is here.
+INPUT_OPTIONS: dict[str, dict[str, str]] = {
+    "workload show": {"name": "file"},
+    "workload export": {"name": "file"},
+    "trace info": {"trace": "dir"},
+    "trace check": {"trace": "dir", "workload": "file"},
+    "trace fit": {"trace": "dir"},
+    "trace synth": {"workload": "file", "stats": "file"},
+    "capture": {"workload": "file"},
+    "prune": {"input": "file"},
+    "gemm": {"hw": "file"},
+    "layer": {"hw": "file", "workload": "file", "trace": "dir"},
+    "calibrate": {"hw": "file", "from_measurements": "file"},
+    "train": {"workload": "file|dir", "cluster": "file", "hw": "file", "trajectory": "file",
+              "accuracy": "file|dir", "framework": "file"},
+    "replay": {"trace": "dir", "hw": "file", "cluster": "file", "trajectory": "file",
+               "framework": "file", "db": "file"},
+    "sweep": {"hw": "file", "workload": "file", "trace": "dir", "grid": "file", "db": "file",
+              "cache": "dir", "stats": "file", "framework": "file"},
+    "export": {"db": "file"},
+    "plot": {"db": "file", "accuracy": "file|dir", "cluster": "file", "workload": "file"},
+}
+
+# the INPUT_OPTIONS that are positional arguments (an error names only their path)
+POSITIONAL_INPUTS = {("workload show", "name"), ("workload export", "name"), ("trace info", "trace"),
+                     ("trace check", "trace"), ("trace fit", "trace"), ("prune", "input"),
+                     ("replay", "trace"), ("export", "db"), ("plot", "db")}
+
+# files a directory option reads from inside the directory, checked with it
+_DIR_MEMBERS = {"dir": ("manifest.json",), "file|dir": ("manifest.json", "log.csv")}
+
+
+def _command_of(args) -> str:
+    parts = [getattr(args, "command", None)]
+    parts += [getattr(args, k, None) for k in ("workload_command", "trace_command")]
+    return " ".join(p for p in parts if p)
+
+
+def _check_cli_path(value: str, option: str | None, kind: str) -> None:
+    try:
+        st = os.stat(value)
+    except (OSError, ValueError):
+        return          # not on disk: a zoo/bundled name, a glob, or the command's own error
+    if stat.S_ISDIR(st.st_mode):
+        if kind == "file":
+            if os.sep in value or os.path.splitext(value)[1]:   # named as a path, not a name
+                raise LimitError(value, option, "is a directory, not a regular file")
+            return
+        for member in _DIR_MEMBERS[kind]:
+            _check_cli_path(os.path.join(value, member), option, "file")
+        return
+    if stat.S_ISREG(st.st_mode):
+        if kind == "dir":
+            raise LimitError(value, option, "is a regular file, not a trace directory")
+        return
+    raise LimitError(value, option, f"is {file_kind(st.st_mode)}, not a regular file; refusing "
+                     "to read it")
+
+
+def check_cli_inputs(args) -> None:
+    """One error line for an input option whose path exists but is not what the option reads
+    (INPUT_OPTIONS): a device, a FIFO, a socket, a directory where a file is expected, a file
+    where a trace directory is. Runs before the command reads anything."""
+    for dest, kind in INPUT_OPTIONS.get(_command_of(args), {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        option = None if (_command_of(args), dest) in POSITIONAL_INPUTS else \
+            "--" + dest.replace("_", "-")
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and not (dest == "trajectory" and
+                                           (v == "model" or v.startswith("model:"))):
+                _check_cli_path(v, option, kind)

@@ -214,7 +214,7 @@ def test_cluster_from_any_document(doc):
         assert e.file == "c.yaml"
 
 
-# ---- budgets, ranges, outputs (issue 16) ------------------------------------------------------
+# ---- budgets, ranges, outputs ---------------------------------------------------------------
 
 from sim.limits import BUDGETS, RANGES  # noqa: E402
 from sim.yamlio import load_yaml_text  # noqa: E402
@@ -446,7 +446,7 @@ def test_fast_yaml_loader_reads_the_bundled_files_as_the_pure_one():
         pytest.skip("PyYAML without libyaml: only the pure loader runs")
     root = Path(__file__).resolve().parents[1]
     files = (sorted((root / "workloads").glob("*.yaml")) + sorted((root / "hwconfigs").rglob("*.yaml"))
-             + sorted((root / "sim" / "data" / "prunetrain").glob("resnet20-digits8-rho0.2*.yaml")))
+             + sorted((root / "research" / "prunetrain" / "data" / "fitted").glob("resnet20-digits8-rho0.2*.yaml")))
     assert len(files) > 40
     for f in files:
         text = f.read_text(encoding="utf-8")

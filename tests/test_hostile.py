@@ -1,4 +1,4 @@
-"""Every case of issue 16 (hostile and absurd input), through the real command line.
+"""Hostile and absurd input, case by case, through the real command line.
 
 Each ends in exit status 2 and one line naming the file and the field (or the option), refused
 before any work (the estimate is in the message), or is a legitimate run. Everything is written
@@ -188,8 +188,10 @@ def test_yaml_alias_bomb_in_a_workload_and_a_hwconfig(tmp_path, capsys):
 
 def test_deeply_nested_yaml(tmp_path, capsys):
     w = tmp_path / "w.yaml"
-    w.write_text("name: deep\ndescription: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    w.write_text("name: deep\ndescription: " + "[\n" * 100_000 + "]\n" * 100_000)
     refused(["workload", "show", w], capsys, str(w), "nested deeper than 64")
+    w.write_text("name: deep\ndescription: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    refused(["workload", "show", w], capsys, str(w), "line 2", "characters on one line")
 
 
 def test_cluster_with_absurd_devices(tmp_path, capsys):
@@ -476,7 +478,7 @@ def test_deep_fuzz_profile(tmp_path):
 
 def test_limits_table_matches_the_doc():
     from sim.limits import BUDGETS, RANGES, _fmt
-    doc = (ROOT / "docs" / "hardening.md").read_text()
+    doc = (ROOT / "docs" / "reference" / "limits.md").read_text()
     for k, r in RANGES.items():
         assert f"| `{k}` | {_fmt(r.lo)} .. {_fmt(r.hi)} |" in doc, k
     for k in BUDGETS:

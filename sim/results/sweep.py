@@ -481,6 +481,9 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
     check_budget("sweep_points", n_src * len(points_hw) * len(specs), None, "--hw/--grid/--method",
                  yes_large=yes_large, error=ConfigError,
                  what=f"{n_src} trace(s) x {len(points_hw)} hardware x {len(specs)} method(s)")
+    from sim.limits import check_sweep_work   # synthesis and replay work, before either starts
+    check_sweep_work(workloads, traces, batch or DEFAULT_BATCH, len(points_hw), len(specs),
+                     yes_large)
     if store is None and db is None:
         raise ConfigError(None, "--db", "a sweep needs a result store")
     own_store = store is None
@@ -571,7 +574,8 @@ def cmd_sweep(args) -> int:
     with ResultStore(args.db, create=False) as st:
         wanted = set(res.keys or ())
         recs = [r for r in st.records("network") if r["key"] in wanted]
-    recs.sort(key=lambda r: (r["workload"], r["hw"], r["method_id"] != "dense", r["method"]))
+    from sim.methods import is_dense_id
+    recs.sort(key=lambda r: (r["workload"], r["hw"], not is_dense_id(r["method_id"]), r["method"]))
     print(f"per training iteration, mean over each trace's captured iterations; {STEP_CAPTION}; "
           f"{SPEEDUP_RULE}):")
     print(performance_table(recs, workload=True))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 
@@ -62,6 +63,35 @@ def _check_inputs(args, w, cl, epochs: int, batch: int, samples: int,
         check_budget("train_iterations", epochs * per_epoch, None, "--epochs",
                      yes_large=getattr(args, "yes_large", False),
                      what=f"{epochs} epochs x {per_epoch} iterations")
+        check_work(args, w, cl, epochs, batch, samples)
+
+
+def check_work(args, w, cl, epochs: int, batch: int, samples: int, widths: int = 1,
+               method_runs: int = 1, batch_points: int = 1) -> int:
+    """Refuse (budget train_steps, sim/limits.py) a run whose work estimate, from counts alone,
+    is above the budget, unless --yes-large: each run simulates one iteration per distinct
+    (widths, batch) configuration, full and partial (the epoch's last, smaller batch), and each
+    such iteration evaluates every layer on the engine and each distinct all-reduce bucket on
+    the collective model. widths: the trajectory's distinct widths (1: none); batch_points: the
+    given batch steps + 1; method_runs: runs of the method (the dynamic mini-batch's split runs
+    three). Returns the estimate."""
+    from sim.limits import check_budget
+    from sim.system.collectives import allreduce_evaluation_steps, levels_of
+    layers = len(w.layers)
+    partial = 1 if samples % (batch * cl.devices) else 0
+    dense = 1 + partial
+    method = min(epochs, widths * batch_points) * (2 if widths * batch_points > 1 else 1 + partial)
+    configs = dense + method_runs * method
+    grad = w.params() * int(cl.training.grad_bytes.value)
+    buckets = min(layers, math.ceil(grad / max(1.0, cl.training.bucket.value)) + 1)
+    ring = allreduce_evaluation_steps(levels_of(cl))
+    steps = configs * (layers + buckets * ring)
+    check_budget("train_steps", steps, None, "--workload",
+                 yes_large=getattr(args, "yes_large", False),
+                 what=f"{configs} (widths, batch) configurations of {1 + method_runs} runs x "
+                      f"({layers:,} layers + {buckets} all-reduce buckets x {ring} collective "
+                      f"steps on {cl.devices:,} devices)")
+    return steps
 
 
 def framework_arg(name):
@@ -163,6 +193,12 @@ def build_runs(args):
         raise ConfigError(None, "--batch-rule", "only meaningful with --method prunetrain (its "
                           "dynamic mini-batch)")
     engine = "roofline" if getattr(args, "roofline", False) else "auto"
+    if traj is not None or getattr(args, "batch_steps", None):
+        # the estimate again, now that the trajectory's reconfigurations are known
+        check_work(args, w, cl, epochs, batch, samples,
+                   widths=len(traj.points) + 1 if traj is not None else 1,
+                   method_runs=3 if dyn is not None else 1,
+                   batch_points=1 + len((getattr(args, "batch_steps", None) or "").split(",")))
     steps = batch_steps_arg(getattr(args, "batch_steps", None), epochs, w, cl, traj,
                             fw.activation_overhead)
     dense = simulate_run(w, cl, parse_method("dense"), epochs=epochs, batch=batch, samples=samples,
