@@ -21,8 +21,10 @@ demo: $(STAMP)
 	$(VENV)/bin/prunesim trace check traces/sample-resnet20-mnist5k
 	$(PY) -m analysis.report --out out
 
+# the suite on every core (pytest-xdist; a test file stays on one worker, so its module fixtures
+# are built once); `pytest -m slow` runs the long ones
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # refresh the committed validation report (`prunesim validate` alone writes out/validation.md)
 docs: $(STAMP)

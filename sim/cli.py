@@ -149,7 +149,7 @@ def _add_trace_commands(sub) -> None:
                         "for (default: averaged over the whole run)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     p.add_argument("--yes-large", action="store_true",
-                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
+                   help="run work above a budget of sim/limits.py (docs/reference/limits.md)")
     _handler(p, "sim.traces.synth:cmd_synth")
 
 
@@ -244,7 +244,7 @@ def _add_engine_commands(sub) -> None:
     p.add_argument("--samples", type=_ranged("samples"), default=None,
                    help="CPU: synthetic dO samples standing for the batch (default 2)")
     p.add_argument("--yes-large", action="store_true",
-                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
+                   help="run work above a budget of sim/limits.py (docs/reference/limits.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.engines.cli:cmd_layer")
 
@@ -312,7 +312,7 @@ def _add_train_command(sub) -> None:
                    help="framework profile: the step's non-GEMM kernels, optimizer and overhead "
                         "(hwconfigs/frameworks/; default pytorch-eager; gemm-only: GEMMs alone)")
     p.add_argument("--yes-large", action="store_true",
-                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
+                   help="run work above a budget of sim/limits.py (docs/reference/limits.md)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _handler(p, "sim.system.cli:cmd_train")
 
@@ -386,7 +386,7 @@ def _add_result_commands(sub) -> None:
                    help=FRAMEWORK_HELP + " (part of each stored point's key)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.add_argument("--yes-large", action="store_true",
-                   help="run work above a budget of sim/limits.py (docs/hardening.md)")
+                   help="run work above a budget of sim/limits.py (docs/reference/limits.md)")
     _handler(p, "sim.results.sweep:cmd_sweep")
     p = sub.add_parser("export", help="export a result store to CSV (or Parquet)")
     p.add_argument("db", help="result store (SQLite)")
@@ -432,6 +432,9 @@ def _add_result_commands(sub) -> None:
     p.add_argument("--only", action="append", default=None,
                    choices=VALIDATION_GROUPS,
                    help="only these row groups (repeatable; default all)")
+    p.add_argument("--jobs", type=_positive_int, default=None,
+                   help="worker processes, one group each (default: the CPUs, at most one per "
+                        "group; 1: in this process, one group after another)")
     _handler(p, "analysis.validation:cmd_validate")
 
 
@@ -440,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module, func = args._handler.split(":")
     try:
+        from sim.limits import check_cli_inputs
+        check_cli_inputs(args)   # a device, FIFO or directory given as an input file: refused
         return int(getattr(importlib.import_module(module), func)(args) or 0)
     except PrunesimError as e:
         print(f"prunesim: error: {e}", file=sys.stderr)

@@ -51,6 +51,32 @@ def test_failed_group_is_a_row_and_exit_status(monkeypatch, tmp_path, capsys):
     assert "could not be computed" in (tmp_path / "v.md").read_text()
 
 
+def _failing_group(quick=False):
+    """A row group that fails (module level, so a worker process can import it)."""
+    raise RuntimeError("engine missing in a worker")
+    yield  # pragma: no cover
+
+
+def test_parallel_groups_return_the_serial_rows_in_order():
+    # hw3 starts first in a parallel run (HEAVY_FIRST) but its rows stay where --only put them
+    groups = ("d-accuracy", "t", "hw3")
+    serial = v.compute(quick=True, groups=groups, jobs=1)
+    parallel = v.compute(quick=True, groups=groups, jobs=2)
+    assert [r.to_json() for r in parallel] == [r.to_json() for r in serial]
+    assert [r.section for r in serial][0] == "D" and serial[-1].section == "HW3"
+
+
+def test_failed_group_in_a_worker_is_one_failed_row(monkeypatch):
+    monkeypatch.setitem(v.GROUPS, "t", ("T", _failing_group))
+    logged = []
+    rows = v.compute(groups=("d-accuracy", "t"), jobs=2, log=logged.append)
+    failed = [r for r in rows if r.status == "failed"]
+    assert len(failed) == 1 and failed[0].what == "group t" and failed[0].section == "T"
+    assert "engine missing in a worker" in failed[0].note
+    assert rows[-1] is failed[0] and all(r.section == "D" for r in rows[:-1])   # --only's order
+    assert v.default_jobs(("t",)) == 1 and v.default_jobs() >= 1
+
+
 def test_range_and_points_errors():
     r = v.Row("A", "x", "1.71-3.99 (range)", 2.2, "x", lo_hi=(1.71, 3.99))
     assert r.rel_error == 0.0
@@ -131,10 +157,20 @@ def test_validate_only_offers_every_row_group():
     from analysis.validation import GROUPS
     from sim.cli import VALIDATION_GROUPS
     assert set(VALIDATION_GROUPS) == set(GROUPS)
+    assert set(v.HEAVY_FIRST) <= set(GROUPS)
+
+
+def test_validate_jobs_option():
+    from sim.cli import build_parser
+    parse = build_parser().parse_args
+    assert parse(["validate"]).jobs is None                   # default: report.default_jobs
+    assert parse(["validate", "--jobs", "1"]).jobs == 1       # in this process, in order
+    with pytest.raises(SystemExit):
+        parse(["validate", "--jobs", "0"])
 
 
 def test_authors_networks_load_and_feed_the_error_budget_rows():
-    """The authors' own pruned networks (sim/data/authors) load against their workloads, are
+    """The authors' own pruned networks (research/prunetrain/data/authors) load against their workloads, are
     pruned, and give section C's error-budget rows (engine and memory model fed real input; the
     model's final VGG networks against theirs, one row per network and a summary)."""
     import re
@@ -261,7 +297,7 @@ def test_time_course_rows_split_a_training_flops_miss_into_course_and_end_point(
 
 
 def test_third_party_reruns_load_as_shrinking_trajectories_of_the_cifar100_vgg11():
-    """sim/data/reruns: the channels of two runs of the authors' code at Table 1's CIFAR-100
+    """research/prunetrain/data/reruns: the channels of two runs of the authors' code at Table 1's CIFAR-100
     VGG-11 setting, read from their logs. Each loads against the workload, starts dense, and no
     point widens a layer (PruneTrain only removes channels)."""
     from sim.system.prunetrain import load_trajectory
@@ -297,7 +333,7 @@ def test_rerun_rows_feed_the_engine_each_runs_channels():
 
 
 def test_v100_times_are_whole_runs_that_agree_where_they_ran_the_same_network():
-    """sim/data/reruns/vgg11-cifar100-v100-times.yaml: 180 finite positive epoch times per run;
+    """research/prunetrain/data/reruns/vgg11-cifar100-v100-times.yaml: 180 finite positive epoch times per run;
     each pruned run's trajectory file loads; and the runs that trained the same dense network at
     the same batch on the same GPU type (epochs 2-10, before any reconfiguration) time it within
     5 % of each other: a transcription error of an epoch's time would break it."""
@@ -348,7 +384,8 @@ def test_lasso_coefficient_rows_compute_the_models_lambda_with_the_fits_ce0():
     the He fan-out init, CE0 = ln(classes) + Fit.ce0_offset), and the ln(classes) value in the
     note; the first-CE row sets the fit's CE0 at 100 classes against the third-party records'
     logged ones."""
-    from sim.system.lasso_model import PAPER_INIT, bundled_fit, init_group_norms, lambda_per_norm
+    from sim.system.prunetrain_model import (PAPER_INIT, bundled_fit, init_group_norms,
+                                             lambda_per_norm)
     from sim.workload import load_workload
     rows = list(v._c_lasso_coeff_rows())
     offset = bundled_fit().ce0_offset
@@ -365,10 +402,10 @@ def test_lasso_coefficient_rows_compute_the_models_lambda_with_the_fits_ce0():
 
 
 def test_first_ce_init_rows_set_the_model_against_each_measurement(tmp_path, monkeypatch):
-    """One row per measurement in the record (tools/first_ce.py): measured first CE against
+    """One row per measurement in the record (research.prunetrain.first_ce): measured first CE against
     ln(classes) + the fit's offset; a record without a field is one error naming the file."""
     from sim.errors import ConfigError
-    from sim.system.lasso_model import bundled_fit
+    from sim.system.prunetrain_model import bundled_fit
     rows = list(v._c_first_ce_init_rows())
     doc = yaml.safe_load(v.FIRST_CE_FILE.read_text())
     assert len(rows) == len(doc["measurements"]) > 0
@@ -378,7 +415,7 @@ def test_first_ce_init_rows_set_the_model_against_each_measurement(tmp_path, mon
         assert f"{m['workload']} at {m['classes']} classes" in r.what
     bad = tmp_path / "first-ce.yaml"
     bad.write_text("schema: 1\nmeasurements:\n  - {workload: resnet32, classes: 10}\n")
-    monkeypatch.setattr(v, "FIRST_CE_FILE", bad)
+    monkeypatch.setattr(v.prunetrain, "FIRST_CE_FILE", bad)   # the module that reads it
     with pytest.raises(ConfigError, match="first_ce"):
         list(v._c_first_ce_init_rows())
 
