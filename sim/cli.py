@@ -159,7 +159,7 @@ def _add_capture_command(sub) -> None:
     p.add_argument("--workload", required=True, help="zoo name or workload YAML")
     p.add_argument("--dataset", required=True,
                    help="offline real dataset: digits, mnist5k, fashion or cifar10 (the last "
-                        "two fetched once by tools/fetch_*.py; see docs/capture.md)")
+                        "two fetched once by tools/fetch_*.py; see docs/how-to/capture.md)")
     p.add_argument("--epochs", type=_ranged("epochs"), required=True)
     p.add_argument("--out", required=True, help="trace directory to create")
     p.add_argument("--batch", type=_ranged("batch"), default=32)
@@ -182,7 +182,7 @@ def _add_capture_command(sub) -> None:
                    help="CPU threads for PyTorch (default 2; results are deterministic per count)")
     p.add_argument("--method", default=None, metavar="SPEC",
                    help="train with a gradient method, e.g. dbtd:p=0.9, sdgp-resmag:nm=2:4, "
-                        "approx:schedule=1, prunetrain:rho=0.2,interval=2 (docs/methods.md)")
+                        "approx:schedule=1, prunetrain:rho=0.2,interval=2 (docs/reference/methods.md)")
     p.add_argument("--force", action="store_true", help="replace an existing trace directory")
     _handler(p, "sim.capture.trainer:cmd_capture")
 
@@ -297,7 +297,7 @@ def _add_train_command(sub) -> None:
                    help="prunetrain: the dynamic mini-batch's capacity rule: device (default; "
                         "the memory model within the device memory), relative (within the dense "
                         "footprint at --batch) or compute (the iteration's MACs within the "
-                        "dense iteration's at --batch; docs/system.md)")
+                        "dense iteration's at --batch; docs/explanation/system.md)")
     p.add_argument("--max-global-batch", type=_ranged("global_batch"), default=None,
                    help="prunetrain: cap of the dynamic mini-batch's global batch (default 8192; "
                         "larger caps warn)")

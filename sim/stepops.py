@@ -6,7 +6,7 @@ bias adds, the loss, and the optimizer update. `step_ops` walks a workload's op 
 each of those kernels, in execution order, as a `StreamOp`: the bytes it really moves (reads and
 writes of whole tensors, per pass), its arithmetic, and its launches. What a framework fuses, which
 optimizer it runs and how, come from a framework profile (sim/frameworks.py); methods that add
-such work (PruneTrain's group lasso) add theirs. docs/whole-step.md explains every count.
+such work (PruneTrain's group lasso) add theirs. docs/explanation/whole-step.md explains every count.
 
 Byte conventions: activations and their gradients are `dtype_bytes` per element (2: FP16/BF16
 mixed precision; 4 for FP32, e.g. CPUs); BN statistics and every parameter-sized tensor
@@ -343,7 +343,7 @@ def _add_ops(e: _Emit, op: dict, batch: int, profile, shapes, bwd: list, absorbe
 
 
 # ----------------------------------------------------------------------------------------------
-# Transformer ops (docs/transformers.md). Counts follow PyTorch eager's CUDA kernels, each reading
+# Transformer ops (docs/explanation/transformers.md). Counts follow PyTorch eager's CUDA kernels, each reading
 # and writing whole tensors once per pass as above; FLOP counts of the transcendental ops are
 # estimates (an exp or tanh counted as a few FLOPs).
 

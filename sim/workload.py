@@ -12,7 +12,7 @@ shapes are inferred, never repeated, so a file states each fact once. Ops:
 - ``pool``: in, out, kind (max|avg), and either global: true or kernel, [stride=kernel, pad=0]
 - ``add``:  in: [a, b], out, [relu=false]              (residual sum)
 
-Transformer ops (docs/transformers.md). A token tensor is (C, T, 1): C features of T tokens; any
+Transformer ops (docs/explanation/transformers.md). A token tensor is (C, T, 1): C features of T tokens; any
 (C, H, W) map is H*W tokens to a ``linear``.
 
 - ``linear``: in, out, c_out, [bias=true, tied]   (over the features of every token: M = batch*T)

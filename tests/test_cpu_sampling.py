@@ -85,7 +85,7 @@ def test_homogeneous_stops_early_heterogeneous_goes_on(cpus):
     assert t["rounds"] > sp.MIN_ROUNDS and het[3]["groups_measured"] > homo[3]["groups_measured"]
     # what the sample estimates: the exhaustive simulation in the same groups (a group's time is
     # the largest of its bounds, so the grouping itself moves this product's total by 17%: see
-    # docs/performance.md), inside the reported interval
+    # docs/explanation/performance.md), inside the reported interval
     ex = simulate_spmm(cpu, het_job, exhaustive=True, cache="exact",
                        unit_rows=het[3]["rows_per_group"])
     lo, hi = het[3]["ci95_cycles"]

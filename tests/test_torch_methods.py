@@ -81,7 +81,7 @@ def test_dbtd_agreement_synthetic_and_real():
             else:
                 assert np.array_equal(pruned.numpy(), off.pruned), name
     # float64 sums in another order: tau moves only on a float32 rounding boundary; on these
-    # 2 x (8 synthetic + 63 real) tensors it never did (docs/methods.md)
+    # 2 x (8 synthetic + 63 real) tensors it never did (docs/reference/methods.md)
     assert tau_differs == 0
 
 
@@ -117,7 +117,7 @@ def test_sdgp_resmag_within_tolerance(rescale):
             np.testing.assert_array_max_ulp(got, off, maxulp=2)
             exact += int(np.array_equal(got, off))
             total += 1
-    assert exact >= 0.8 * total  # in practice all of them (docs/methods.md)
+    assert exact >= 0.8 * total  # in practice all of them (docs/reference/methods.md)
 
 
 def test_approx_picks_agreement():

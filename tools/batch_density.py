@@ -5,7 +5,7 @@
 Per recorded iteration: Ye's density (nonzeros over all conv gradients) after DBTD at p = 0.99 and
 0.7 for n = 2, 8, 32 samples, and how unequal the samples' gradient scales are (max / median and
 log standard deviation of the per-sample mean |g| of a middle conv layer). Shows why whole-batch
-captures are needed (docs/synthetic-traces.md).
+captures are needed (docs/explanation/synthetic-traces.md).
 """
 import sys, numpy as np
 from sim.traces.format import open_trace

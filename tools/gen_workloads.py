@@ -4,10 +4,10 @@
     python tools/gen_workloads.py            # (re)write every zoo file
     python tools/gen_workloads.py --check    # exit 1 if any file differs from what would be written
     python tools/gen_workloads.py --list     # print the names this script generates
-    python tools/gen_workloads.py --markdown # print the zoo tables of docs/workloads.md
+    python tools/gen_workloads.py --markdown # print the zoo tables of docs/reference/workloads.md
 
 The YAML files are the data: users read them, edit them, and add their own (schema in
-sim/workload.py and docs/workloads.md). This script only spares us hand-typing 150-layer ResNets;
+sim/workload.py and docs/reference/workloads.md). This script only spares us hand-typing 150-layer ResNets;
 re-running it overwrites hand edits to the files it generates, and leaves every other file alone.
 
 Conventions used for every network:
@@ -470,7 +470,7 @@ def zoo() -> list[Net]:
 
 
 def markdown(names: list[str]) -> str:
-    """The zoo table and the public-fact comparison of docs/workloads.md, from computed values
+    """The zoo table and the public-fact comparison of docs/reference/workloads.md, from computed values
     (published numbers come from PUBLISHED in tests/test_workloads.py)."""
     import importlib.util
     sys.path.insert(0, str(ROOT))
@@ -503,7 +503,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is stale")
     ap.add_argument("--list", action="store_true", help="print the generated names and exit")
     ap.add_argument("--markdown", action="store_true",
-                    help="print the zoo and public-fact tables (for docs/workloads.md) and exit")
+                    help="print the zoo and public-fact tables (for docs/reference/workloads.md) and exit")
     args = ap.parse_args(argv)
     nets = zoo()
     if args.list:

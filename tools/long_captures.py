@@ -1,4 +1,4 @@
-"""Recreate the long-run real captures that `prunesim trace fit` uses (docs/synthetic-traces.md).
+"""Recreate the long-run real captures that `prunesim trace fit` uses (docs/explanation/synthetic-traces.md).
 
     python tools/long_captures.py [--set full|sub2] [--out DIR] [--only NAME ...] [--threads 1]
 

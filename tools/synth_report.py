@@ -5,7 +5,7 @@
 
 Fits TRACE (unless --stats is given), synthesizes a trace of the same workload, batch, recorded
 sub-sample, iterations and storage dtype, then prints per layer (Markdown tables, pasted into
-docs/synthetic-traces.md):
+docs/explanation/synthetic-traces.md):
 
 - non-zero density of each,
 - two-sample Kolmogorov-Smirnov distance between the |g| distributions (all elements, zeros

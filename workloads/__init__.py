@@ -1,1 +1,1 @@
-"""The workload zoo: one YAML file per network (schema in sim/workload.py and docs/workloads.md)."""
+"""The workload zoo: one YAML file per network (schema in sim/workload.py and docs/reference/workloads.md)."""

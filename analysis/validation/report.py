@@ -308,7 +308,7 @@ def markdown(rows: list[Row], command: str, seconds: float, quick: bool) -> str:
         over = statistics.median(r.modeled / r.published for r in dens if r.published)
         out += ["", f"- **A, densities in general**: median modeled/published {over:.1f}x. The "
                 "gradients are synthetic, from a model fitted on real MNIST / digits captures "
-                "of small CIFAR-shaped networks (docs/synthetic-traces.md), not CIFAR ResNets; "
+                "of small CIFAR-shaped networks (docs/explanation/synthetic-traces.md), not CIFAR ResNets; "
                 "the `input-fed` rows feed the engine the published density instead. DBTD's stochastic pruning keeps |g|/tau of the "
                 "sub-threshold values, so density depends on how peaked the real gradients are "
                 "(VALIDATION.md A's note). The CPU speedups inherit this: sparse time scales "

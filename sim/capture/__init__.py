@@ -4,7 +4,7 @@ PyTorch is optional (``pip install prunesim[capture]``); importing this package 
 Public API (imported lazily): `build_model`, `workload_from_model` (torchnet), `Capture`,
 `GradContext`, `TransformChain` (hooks), `load_dataset`, `known_datasets` (datasets),
 `train_and_capture` (trainer), `transformer_workload_from_model`,
-`TransformerCapture` (transformer), `capture_transformer` (transformer_zoo). See docs/capture.md.
+`TransformerCapture` (transformer), `capture_transformer` (transformer_zoo). See docs/how-to/capture.md.
 """
 from __future__ import annotations
 

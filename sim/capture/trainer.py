@@ -288,7 +288,7 @@ def train_and_capture(workload: Workload | str, dataset: str, epochs: int, out: 
     `out`.
 
     `method` (a spec such as ``dbtd:p=0.9`` or ``prunetrain:rho=0.2,interval=2``; see
-    docs/methods.md) trains with that method installed (sim/capture/methods.py); the log's method
+    docs/reference/methods.md) trains with that method installed (sim/capture/methods.py); the log's method
     column and provenance.method carry its label, and the summary's ``epochs`` its per-epoch
     operand densities (and for PruneTrain channels, batch and FLOPs). Recorded dO is what each
     conv module receives at its output, i.e. the dense gradient the method then acts on.

@@ -16,6 +16,7 @@ from sim.engines.base import Unsupported, engine_for
 from sim.errors import ConfigError
 from sim.hwconfig import load_hwconfig
 from sim.limits import available_memory, check_budget, check_range, fmt_bytes
+from sim.methods import is_dense_id
 from sim.methods.info import method_info
 
 LAYER_BATCH = 128      # `prunesim layer --workload` without --batch (a training batch)
@@ -161,7 +162,7 @@ def _check_layer_work(args, hw) -> None:
     for l in wl.layers:
         lower(l, batch)
     if hw.kind != "cpu" or getattr(args, "trace", None) or \
-            not any(m != "dense" for m in args.method):
+            all(is_dense_id(m) for m in args.method):
         return
     samples = min(batch, getattr(args, "samples", None) or 2)
     elems = [samples * l.c_out * l.p * l.q for l in wl.layers]
@@ -302,7 +303,7 @@ def cmd_layer(args) -> int:
                        "cycles": sec * clock, "phases": _phase_json(rs)})
             flat += [{"method": label, "layer": lr.layer, "phase": r.phase, "seconds": r.seconds,
                       "cycles": sum(k.cycles for k in r.kernels), "overhead_s": r.overhead_s,
-                      "density": None if lr.structure == "dense" and label == "dense"
+                      "density": None if lr.structure == "dense" and is_dense_id(label)
                       else lr.density, "kernels": [k.to_json() for k in r.kernels]} for r in rs]
         sec = sum(x["seconds"] for x in ls)
         doc_runs.append({"method": label, "seconds": sec, "cycles": sec * clock, "layers": ls})

@@ -1,7 +1,7 @@
 """Energy per training step: the counts the engines already produce (FMAs, bytes per memory level)
 times a per-op energy table in the GPU hwconfig (Accelergy-style: energy = sum of count x energy).
 
-The table is optional hwconfig fields (units pJ/FMA and pJ/B, each with its source; docs/sources.md):
+The table is optional hwconfig fields (units pJ/FMA and pJ/B, each with its source; docs/explanation/sources.md):
 
 - ``energy_fma_tc_<dtype>``: one tensor-core FMA of that dtype (fp16, bf16, tf32);
 - ``energy_fma_cuda_fp32``: one CUDA-core FMA (fp32 GEMMs, the direct grouped/depthwise kernel,

@@ -3,7 +3,7 @@
 `all` (default): convs with more than 3 input channels (the SDGP authors' rule, so CNN results are
 unchanged) and every transformer `linear`; `conv` convs only; `linear` every linear; `ffn` / `attn`
 the linears of the MLP / attention blocks (linear_role). A CNN's `fc` classifier is never pruned
-(docs/transformers.md, "Methods on linears").
+(docs/explanation/transformers.md, "Methods on linears").
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every function here mirrors one kernel of sim/methods (dbtd.py, nm.py, approx.py) on a torch tensor,
 on any device, with torch ops only (no NumPy round trip in the training hot path). The random
 stream is rng.py's counter-based hash, so a twin and its kernel draw the same uniform for the same
-element and agree bit for bit where their arithmetic is the same (docs/methods.md lists where it is
+element and agree bit for bit where their arithmetic is the same (docs/reference/methods.md lists where it is
 not: float64 reductions summed in another order, and transcendental functions).
 
 `MethodConv2d` is an ``nn.Conv2d`` whose backward a `ConvMethod` can change: prune the gradient at
@@ -61,7 +61,7 @@ def mean_abs_f64(g: torch.Tensor) -> torch.Tensor:
     """mean |g| as a 0-d float64 tensor (no host sync). The offline kernel sums in float64 too, in
     16 interleaved lanes; torch's reduction order differs, so the two float64 sums can differ in
     their last bit, which moves the float32 tau only when the exact value sits on a float32
-    rounding boundary (measured: tests/test_torch_methods.py, docs/methods.md)."""
+    rounding boundary (measured: tests/test_torch_methods.py, docs/reference/methods.md)."""
     return g.abs().sum(dtype=torch.float64) / g.numel()
 
 
@@ -206,7 +206,7 @@ def random_dw_torch(w_shape: tuple[int, ...], batch: int, key: int, device: Any 
                     ) -> torch.Tensor:
     """Twin of approx.random_dw: N(0, (1/B)^2) by Box-Muller on the counter stream (even draws u1,
     odd draws u2), all in float64 like the offline arithmetic; float64 cos of NumPy and of torch
-    may differ in the last ulp, which the float32 result almost never shows (docs/methods.md)."""
+    may differ in the last ulp, which the float32 result almost never shows (docs/reference/methods.md)."""
     size = math.prod(w_shape)
     u = uniform_flat(key, 2 * size, device).view(size, 2)
     u1, u2 = u[:, 0], u[:, 1]

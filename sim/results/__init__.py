@@ -1,4 +1,4 @@
-"""Results: the SQLite result store, hardware sweeps and the Python API (see docs/workflows.md).
+"""Results: the SQLite result store, hardware sweeps and the Python API (see docs/how-to/sweep.md).
 
     from sim.results import api
     recs = api.sweep(hw=["a100-sxm4-40gb"], traces=["traces/sample-cnn2-mnist5k"], db="r.sqlite")

@@ -454,7 +454,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
           store: ResultStore | None = None, log: Callable[[str], None] | None = None,
           yes_large: bool = False, cache_model: str | None = None,
           framework: str | None = None) -> SweepResult:
-    """Run (or finish) a sweep into the store; see the module docstring and docs/workflows.md."""
+    """Run (or finish) a sweep into the store; see the module docstring and docs/how-to/sweep.md."""
     from sim.replay import check_columns, parse_methods
     from sim.traces.format import open_trace
     if bool(workloads) == bool(traces):

@@ -2,5 +2,5 @@
 
 Per-layer FWD/AGBP/WGC seconds (from the engines, or a labeled roofline fallback) become one training
 iteration on many devices (sim.system.timeline), then whole runs epoch by epoch
-(sim.system.prunetrain) and time-to-accuracy (sim.system.tta). See docs/system.md.
+(sim.system.prunetrain) and time-to-accuracy (sim.system.tta). See docs/explanation/system.md.
 """

@@ -1,6 +1,6 @@
 """Trace format v1: a directory of checksummed .npy tensors, a JSON manifest and a training log.
 
-Layout (docs/trace-format.md is the user-facing description):
+Layout (docs/reference/trace-format.md is the user-facing description):
 
     TRACE/manifest.json                 schema, workload, provenance, one record per tensor file
     TRACE/log.csv                       per-epoch training log

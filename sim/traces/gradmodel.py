@@ -1,6 +1,6 @@
 """Statistical model of a layer's activation gradient dO, its fitting, and its cross-network mapping.
 
-Model (``hq-v1``, docs/synthetic-traces.md has the derivation and the evidence): for a layer with
+Model (``hq-v1``, docs/explanation/synthetic-traces.md has the derivation and the evidence): for a layer with
 output dO of shape (N, C, P, Q) (FC: (N, C), i.e. P = Q = 1),
 
     g[n, c, i] = S * A[n] * B[c] * U[n, c] * sign[n, c, i] * e[n, c, i] * m[n, c, i]

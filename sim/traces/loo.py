@@ -12,7 +12,7 @@ compare what the methods see in the synthetic and in the real gradients:
   position's (1 = spread like uniform picks, 0 = always the same pixel), averaged over layers.
 
 Run averages (mean over the recorded progress points) give the summary table; per-point values
-are kept for the density-versus-progress evidence (docs/synthetic-traces.md).
+are kept for the density-versus-progress evidence (docs/explanation/synthetic-traces.md).
 """
 from __future__ import annotations
 

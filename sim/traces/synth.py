@@ -4,7 +4,7 @@
     prunesim trace synth --workload resnet50-imagenet --batch 64 --out T [--stats STATS.yaml]
 
 The statistical model, its fit and the cross-network mapping live in sim.traces.gradmodel;
-docs/synthetic-traces.md explains them and compares synthetic with captured traces.
+docs/explanation/synthetic-traces.md explains them and compares synthetic with captured traces.
 
 Generation is streamed: every dO tensor is filled through TraceWriter.open_tensor (a memory map) in
 blocks of at most _BLOCK_ELEMS elements, so peak memory does not grow with the tensor. The random
@@ -67,7 +67,7 @@ _HEADER = """\
 # Per layer: g = S*A[n]*B[c]*U[n,c]*sign*e*mask, S = scale_per_sample/batch, log-normal A, B, U
 # (log-sd sigma_n, sigma_c, sigma_nc), log e with quantiles logq (relative to the median) at the
 # levels listed under provenance.quantile_levels, dead planes and Beta-distributed per-plane zero
-# fractions. See docs/synthetic-traces.md.
+# fractions. See docs/explanation/synthetic-traces.md.
 """
 
 

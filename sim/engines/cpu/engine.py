@@ -1,7 +1,7 @@
 """The CPU engine: Caffe's dense backward pass and Ye et al.'s CSR sparse path, behind the Engine
 interface (sim.engines.base).
 
-What is modeled (docs/engines/cpu.md has the derivations):
+What is modeled (docs/explanation/engines/cpu.md has the derivations):
 
 - Dense baseline, per sample as Caffe runs it: im2col + GEMM (WGC: dW += dO_n col^T, M = C_out,
   N = C_in R S, K = P Q) and GEMM + col2im (AGBP: col = W^T dO_n, M = C_in R S, N = P Q, K = C_out);

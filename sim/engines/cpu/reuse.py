@@ -30,7 +30,7 @@ hierarchy in vectorised NumPy:
   prefetch lookup, L1 hit) whose depth in their own set is the ways or more, exact for the
   replayed stream. It sees what random placement cannot: B's rows a fixed stride apart put their
   set offsets on a lattice and a register-chunk pass reads the same columns of every row, so
-  which of a line's set-mates are in the window is deterministic (docs/performance.md, "Ninth
+  which of a line's set-mates are in the window is deterministic (docs/explanation/performance.md, "Ninth
   pass").
 - Levels are treated as inclusive LRU stacks (an access that misses L2 also misses L1):
   miss(L2) = min(miss(L1), P_L2), miss(L3) = min(miss(L2), P_L3). As in the exact simulator, an
@@ -428,7 +428,7 @@ def bin_distance(b: np.ndarray) -> np.ndarray:
 # a fixed stride apart, so their set offsets lie on a lattice, and a register-chunk pass reads the
 # same columns of every row it touches: which of a line's set-mates (the lines a multiple of the
 # set count away) are in the window depends on their columns relative to the line's, a
-# deterministic pattern (docs/performance.md, "Ninth pass"). For these set counts the replayed L2
+# deterministic pattern (docs/explanation/performance.md, "Ninth pass"). For these set counts the replayed L2
 # stream is therefore also run through one LRU stack per set, CAP deep, giving every access and
 # lookup its depth in its own set (Mattson's stack distance per set: an LRU set of A ways misses
 # exactly when the depth is A or more), kept per distance bin; other geometries (a set count not

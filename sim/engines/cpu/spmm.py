@@ -88,7 +88,7 @@ def _memory_cycles(cpu: Cpu, cnt: np.ndarray) -> dict[str, np.ndarray]:
 
 # how the SpMM's cache misses are obtained: "exact" (set-associative LRU simulation per hwconfig,
 # the reference) or "profile" (reuse-distance profile built once per pattern, misses derived per
-# geometry; docs/engines/cpu.md gives its measured error); `--cache` sets it for a command
+# geometry; docs/explanation/engines/cpu.md gives its measured error); `--cache` sets it for a command
 CACHE_MODELS = ("profile", "exact")
 CACHE_MODEL: ContextVar[str] = ContextVar("prunesim_cpu_cache_model", default="exact")
 
@@ -125,7 +125,7 @@ UNIT_ACCESSES = 12_000       # target line accesses per sampled group
 SAMPLINGS = ("adaptive", "fixed")
 SAMPLING: ContextVar[str] = ContextVar("prunesim_cpu_sampling", default="adaptive")
 ROUND_UNITS = 12             # measured groups per round of the adaptive sampler
-MIN_ROUNDS = 2               # rounds before the first stop (24 groups: see docs/performance.md)
+MIN_ROUNDS = 2               # rounds before the first stop (24 groups: see docs/explanation/performance.md)
 TARGET_REL = 0.02            # stop once the 95% half-width / estimate is at most this
 WARMUP = 0.5                 # adaptive: a warm-up group simulates the last half of its rows
 

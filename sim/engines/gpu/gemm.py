@@ -1,6 +1,6 @@
 """The GPU tensor-core GEMM pipeline: each conv phase as an implicit GEMM, simulated block by block.
 
-The model, from the outside in (docs/engines/tensorcore.md has the long form):
+The model, from the outside in (docs/explanation/engines/tensorcore.md has the long form):
 
 - A GEMM C[M,N] = A[M,K] B[K,N] (x groups) runs as thread blocks of a tile picked from a
   CUTLASS-like candidate set (thread-block tile, warp tile, pipeline stages, optional split-K).

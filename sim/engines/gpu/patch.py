@@ -3,7 +3,7 @@
 The approximate WGC (METHODS.md 2) keeps, per (sample n, output channel c), one position of dO (the
 argmax of |dO[n, c]|) carrying the channel's signed sum, so dW[c] is a sum over n of one input patch
 each. The authors' kernel (input in NHWC, dO in N C_out P Q, dW in C_out R S C_in) is modeled at the
-level of warps and memory transactions; docs/engines/patch.md has the long form.
+level of warps and memory transactions; docs/explanation/engines/patch.md has the long form.
 
 Launch geometry (the paper gives its shape, not its sizes; the sizes below are this model's):
   one thread block per (output channel c, group of G samples); blockIdx.x = c runs fastest, so

@@ -61,7 +61,7 @@ def method_overhead(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
 def fused_epilogue(hw: HwConfig, gemm, mr, dtype: str) -> KernelResult:
     """The method's prune/compress inside the epilogue of the kernel that produces dO (fused=true).
 
-    What the fusion saves and what it still costs (docs/engines/tensorcore.md, "Fused pruning"):
+    What the fusion saves and what it still costs (docs/explanation/engines/tensorcore.md, "Fused pruning"):
     - no launch and no DRAM latency of its own: it is part of a kernel that runs anyway;
     - no read of dO: the producer holds dO's tile in registers when it stores it;
     - extra bytes: what the method writes beyond the dense dO the producer stores anyway (SDGP:
