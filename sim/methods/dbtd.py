@@ -8,25 +8,13 @@ the estimate unbiased. The sigma estimator is an explicit option because the pap
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 from numba import njit, prange
 
 from sim.methods.base import CSR, MethodResult, WorkAccount
 from sim.methods.rng import block_key, uniform_at, uniform_in_block, uniform_np
-
-SIGMA_FACTORS = {"paper": math.sqrt(2.0 / math.pi), "unbiased": math.sqrt(math.pi / 2.0), "meanabs": 1.0}
-
-
-def dbtd_tau(mean_abs: float, p: float, sigma: str = "paper") -> np.float32:
-    """The pruning threshold for target rate p from mean |g| (float32, as every twin uses it)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"pruning rate p must be in (0, 1), got {p}")
-    if sigma not in SIGMA_FACTORS:
-        raise ValueError(f"sigma must be one of {', '.join(SIGMA_FACTORS)}, got {sigma!r}")
-    return np.float32(NormalDist().inv_cdf((1.0 + p) / 2.0) * SIGMA_FACTORS[sigma] * mean_abs)
-
+from sim.methods.shared import SIGMA_FACTORS, dbtd_tau
 
 # ---- kernels --------------------------------------------------------------------------------
 

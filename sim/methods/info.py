@@ -86,5 +86,8 @@ INFO: dict[str, MethodInfo] = {}
 
 def method_info(method) -> MethodInfo:
     """The MethodInfo of a method id or of a parsed MethodSpec (anything with an `.id`)."""
-    from sim.methods.registry import method_for
-    return method_for(method).info
+    mid = getattr(method, "id", method)
+    try:
+        return INFO[mid]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown method {mid!r} (known: {', '.join(INFO)})") from None

@@ -16,21 +16,10 @@ from numba import njit
 
 from sim.methods.base import MethodResult, NMStructure, WorkAccount
 from sim.methods.rng import block_key, uniform_at, uniform_in_block, uniform_np
+from sim.methods.shared import parse_nm
 
 MODES = {"random": 0, "mag": 1, "resmag": 1}
 RESCALE_EPS = np.float32(1e-4)
-
-
-def parse_nm(text: str) -> tuple[int, int]:
-    """'2:4' -> (2, 4), validated: 1 <= n < m <= 32."""
-    try:
-        n_s, m_s = str(text).split(":")
-        n, m = int(n_s), int(m_s)
-    except ValueError:
-        raise ValueError(f"expected n:m such as 2:4, got {text!r}") from None
-    if not (1 <= n < m <= 32):
-        raise ValueError(f"n:m must satisfy 1 <= n < m <= 32, got {n}:{m}")
-    return n, m
 
 
 def bits_per_index(m: int) -> int:

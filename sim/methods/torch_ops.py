@@ -22,8 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.methods.dbtd import SIGMA_FACTORS, dbtd_tau
-from sim.methods.nm import parse_nm
+from sim.methods.shared import SIGMA_FACTORS, dbtd_tau, parse_nm
 from sim.methods.rng import _GOLDEN, _M1, _M2, INV_2_24, MASK32, hash32_py, uniform_torch
 
 # ---- random stream ---------------------------------------------------------------------------

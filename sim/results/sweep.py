@@ -446,6 +446,35 @@ class SweepResult:
         return {k: v for k, v in self.__dict__.items() if k != "keys"}
 
 
+def check_sweep_work(workloads, traces, batch: int, hardware: int, methods: int,
+                     yes_large: bool = False) -> int:
+    """Refuse a sweep whose work, from counts alone, is above its budgets (before any trace is
+    synthesized or replayed): each workload's synthetic trace (layers x batch, synth_layer_samples)
+    and the replay (sources x iterations x layers x hardware x methods, sweep_layer_evaluations).
+    Reads each workload YAML and trace manifest once; returns the replay estimate."""
+    from sim.errors import ConfigError
+    from sim.limits import check_budget
+    from sim.traces.format import open_trace
+    from sim.workload import load_workload
+    total, parts = 0, []
+    for w in workloads or []:
+        wl = load_workload(w)
+        check_budget("synth_layer_samples", len(wl.layers) * batch, w, "--workload",
+                     yes_large=yes_large, error=ConfigError,
+                     what=f"synthetic trace of {len(wl.layers):,} layers x batch {batch}")
+        total += len(wl.layers)
+        parts.append(f"{len(wl.layers):,} layers")
+    for t in traces or []:
+        tr = open_trace(t)
+        total += len(tr.iterations) * len(tr.workload.layers)
+        parts.append(f"{len(tr.iterations)} iterations x {len(tr.workload.layers):,} layers")
+    est = total * hardware * methods
+    check_budget("sweep_layer_evaluations", est, None, "--workload/--trace", yes_large=yes_large,
+                 error=ConfigError, what=f"({' + '.join(parts)}) x {hardware} hardware x "
+                 f"{methods} method(s)")
+    return est
+
+
 def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str] | None = None,
           methods: list[str] | None = None, db: str | os.PathLike | None = None,
           batch: int | None = None, grid: str | None = None, jobs: int | None = None,
@@ -481,7 +510,7 @@ def sweep(hw: list[str], *, workloads: list[str] | None = None, traces: list[str
     check_budget("sweep_points", n_src * len(points_hw) * len(specs), None, "--hw/--grid/--method",
                  yes_large=yes_large, error=ConfigError,
                  what=f"{n_src} trace(s) x {len(points_hw)} hardware x {len(specs)} method(s)")
-    from sim.limits import check_sweep_work   # synthesis and replay work, before either starts
+    # synthesis and replay work, before either starts
     check_sweep_work(workloads, traces, batch or DEFAULT_BATCH, len(points_hw), len(specs),
                      yes_large)
     if store is None and db is None:
