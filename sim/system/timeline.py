@@ -147,7 +147,9 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
     roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
-    sdgp = next((m for m in method_parts(method) if m.id.startswith("sdgp-")), None)
+    from sim.methods import method_info
+    sdgp = next((m for m in method_parts(method)
+                 if method_info(m).system_effect == "nm-agbp"), None)
     gb = int(training.grad_bytes.value)
     hw = None if roofline else _load_hw(device.hwconfig)
     gemm = {}
