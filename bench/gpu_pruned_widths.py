@@ -3,7 +3,8 @@
     python bench/gpu_pruned_widths.py OUTDIR [--quick] [--device cuda|cpu] [--batch 128]
 
 Third-party logs of the PruneTrain authors' CIFAR-100 VGG-11 code on a V100 (validation C, rows
-"pruned / dense step time of one V100 run"; sim/data/reruns/vgg11-cifar100-v100-times.yaml)
+"pruned / dense step time of one V100 run";
+research/prunetrain/data/reruns/vgg11-cifar100-v100-times.yaml)
 show the dense step as the engine predicts it (13.5 vs 13.2 ms) but the pruned steps realizing
 only 0.27-0.30 of the MACs cut, where the engine realizes 0.81-0.87. Candidate causes, which this
 script separates:
@@ -42,14 +43,14 @@ RUN_FILES = {"otf": "vgg11-cifar100-rho0.2-otf.yaml",
 def networks(round_to: int = 8) -> dict[str, dict[str, int]]:
     """{label: {conv or fc layer: output width}}: dense, each run's final widths, and those
     widths rounded up to multiples of `round_to` (classifier outputs untouched)."""
-    from analysis.validation import RERUNS_DIR
+    from research.prunetrain.fitting import DATA_DIR
     from sim.workload import with_classes
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload
     w = with_classes(load_workload("vgg11-cifar"), 100)
     out = {"dense": {}}
     for key, name in RUN_FILES.items():
-        widths = load_trajectory(RERUNS_DIR / name, w).widths_at(179)
+        widths = load_trajectory(DATA_DIR / "reruns" / name, w).widths_at(179)
         final = {n: c_out for n, (_, c_out) in widths.items() if n != w.layers[-1].name}
         out[key] = final
         out[f"{key}-rounded{round_to}"] = {n: round_to * math.ceil(c / round_to)

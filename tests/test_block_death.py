@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
-from sim.system.block_death import (block_death, block_groups, choose_dead, death_probability,
-                                    fit_death)
+from research.prunetrain.fitting import fit_death
+from sim.system.prunetrain_model import block_death, block_groups, choose_dead, death_probability
 from sim.system.trajectory import apply_widths, residual_paths, without_paths
 from sim.workload import load_workload
 
@@ -127,14 +127,14 @@ def test_block_death_and_choose_dead():
     assert choose_dead(np.zeros(3), frozenset({1})) == {1}          # never revived
     assert block_groups(load_workload("vgg11-cifar"), ["features.0"]) == []
     w = load_workload("resnet50-bt-cifar")
-    from sim.system.lasso_model import _kinds
+    from sim.system.prunetrain_model import _kinds
     plain, _ = _kinds(w)
     g = block_groups(w, plain)
     assert len(g) == 24 and {len(x) for x in g} == {2}
 
 
 def test_the_stored_fit_has_a_death_model_that_falls_with_channels():
-    from sim.system.lasso_model import bundled_fit
+    from sim.system.prunetrain_model import bundled_fit
     fit = bundled_fit()
     assert fit.death is not None
     p = death_probability(fit.death, [1, 4, 16, 64])
@@ -155,7 +155,7 @@ def test_model_trajectory_kills_blocks_more_at_larger_rho_and_never_revives():
         removed[rho] = len(gone_by_point[-1])
     assert removed[0.4] > removed[0.1]
     # without block death no layer reaches 0 and the level is the same lasso's
-    from sim.system.lasso_model import default_schedule, model_trajectory
+    from sim.system.prunetrain_model import default_schedule, model_trajectory
     sched = default_schedule("cifar10", 182, 128, 50000)
     plain = model_trajectory(w, 0.4, 10, sched, blocks=False)
     assert not any(a == 0 or b == 0 for _, ws in plain.points for _, a, b in ws)
@@ -163,7 +163,7 @@ def test_model_trajectory_kills_blocks_more_at_larger_rho_and_never_revives():
 
 def test_dead_blocks_take_no_channels_from_the_level():
     """with_dead_blocks: the live spaces take the kind's mean less one channel per dead space."""
-    from sim.system.lasso_model import with_dead_blocks
+    from sim.system.prunetrain_model import with_dead_blocks
     c = np.array([16.0, 16, 32, 32, 64, 64])
     score = np.array([0.0, 0.3, 0.0, 0.3, 0.0, 0.3])
     groups = [[i] for i in range(6)]
@@ -198,7 +198,8 @@ def test_without_paths_keeps_the_widths_of_a_narrowed_workload():
 
 
 def test_death_rows_leave_out_the_high_lr_epochs():
-    from sim.system.lasso_model import _hi, bundled_fit, bundled_runs, death_rows
+    from research.prunetrain.fitting import bundled_runs, death_rows
+    from sim.system.prunetrain_model import _hi, bundled_fit
     runs = [r for r in bundled_runs() if r.has_residual][:3]
     x, y, e = death_rows(runs, bundled_fit())
     assert set(e) == {r.expansion for r in runs}

@@ -105,7 +105,7 @@ def test_loader_keeps_colour_the_official_split_and_per_channel_statistics(tmp_p
 
 def test_flip_mirrors_about_half_the_samples():
     torch = pytest.importorskip("torch")
-    from sim.system.lasso_runs import RunConfig, _flipped
+    from research.prunetrain.runs import RunConfig, _flipped
     x = torch.randn(400, 3, 5, 6)
     out = _flipped(x, torch.Generator().manual_seed(3))
     same = (out == x).flatten(1).all(1)

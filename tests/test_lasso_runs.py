@@ -1,9 +1,7 @@
-"""The real PruneTrain runs (sim.system.lasso_runs, tools/prunetrain_runs.py): the Fashion-MNIST
-loader, the init option, the batched shift augmentation and rebuilding a run file from its
-per-epoch log."""
+"""The real PruneTrain runs (research.prunetrain.runs and .grids): the Fashion-MNIST loader, the
+init option, the batched shift augmentation and rebuilding a run file from its per-epoch log."""
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +12,10 @@ pytest.importorskip("sklearn")
 
 from sim.capture.datasets import FASHION_FILE, load_dataset  # noqa: E402
 from sim.errors import CaptureError  # noqa: E402
-from sim.system.lasso_model import KindFit, init_group_norms, init_scale  # noqa: E402
-from sim.system.lasso_runs import RunConfig, _he_fan_out, _shifted, run_one  # noqa: E402
+from research.prunetrain.runs import RunConfig, _he_fan_out, _shifted, run_one  # noqa: E402
+from sim.system.prunetrain_model import KindFit, init_group_norms, init_scale  # noqa: E402
 from sim.workload import load_workload  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _fake_fashion(directory: Path, n: int = 50) -> None:
@@ -97,8 +94,7 @@ def test_init_scale_exponent_keeps_more_channels():
 def test_run_records_its_init_and_the_log_rebuilds_the_run_file(tmp_path):
     """A tiny CPU run: the He fan-out init gives a smaller lambda than PyTorch's default at the
     same rho; the per-epoch log streamed during the run rebuilds its widths, lambda and R0."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import prunetrain_runs as pr
+    from research.prunetrain import grids as pr
     torch.set_num_threads(1)
     base = dict(dataset="digits", size=8, epochs=4, batch=32, lr=0.1, epoch_steps=3)
     lam = {}
@@ -133,7 +129,7 @@ def _one_image_per_label(monkeypatch, name: str, classes: int) -> None:
 def test_coarse_labels_are_cifar10s_two_super_classes(monkeypatch):
     """coarse=True: vehicles (airplane, automobile, ship, truck) -> 1, animals -> 0, in the
     training and the validation labels; only CIFAR-10 has that split."""
-    from sim.system.lasso_runs import RunConfig, _training_data
+    from research.prunetrain.runs import RunConfig, _training_data
     from sim.workload import load_workload
     _one_image_per_label(monkeypatch, "cifar10", 10)
     cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10", size=8, coarse=True)
@@ -185,7 +181,7 @@ def test_cifar10_fashion_union_has_twenty_balanced_classes(tmp_path, monkeypatch
 def test_folded_labels_are_the_unions_labels_mod_ten(monkeypatch):
     """fold=True: the 20-class union's labels folded to 10 for the 10-way workload (the 20-class
     run's control); the 20 labels refused by a 10-way workload; fold only on the union."""
-    from sim.system.lasso_runs import _training_data
+    from research.prunetrain.runs import _training_data
     _one_image_per_label(monkeypatch, "cifar10fashion", 20)
     cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10fashion", size=8, fold=True)
     ds, x, y = _training_data(cfg, load_workload("resnet20"))
@@ -222,7 +218,7 @@ def test_turned_cifar10_labels_are_class_plus_ten_quarter_turns(monkeypatch):
 def test_turned_cifar10_labels_fold_to_cifar10s_classes(monkeypatch):
     """fold=True on cifar10rot: its 40 labels mod 10 (the class alone, the turned images kept):
     the 40-label run's control; the 40-way workload takes the 40 labels."""
-    from sim.system.lasso_runs import _training_data
+    from research.prunetrain.runs import _training_data
     _one_image_per_label(monkeypatch, "cifar10rot", 40)
     cfg = RunConfig("resnet20", 0.25, 10, dataset="cifar10rot", size=8, fold=True)
     ds, x, y = _training_data(cfg, load_workload("resnet20"))
@@ -236,7 +232,7 @@ def test_turned_cifar10_labels_fold_to_cifar10s_classes(monkeypatch):
 
 
 def test_a_union_counts_its_share_of_natural_images():
-    from sim.system.lasso_model import natural_images
+    from sim.system.prunetrain_model import natural_images
     assert natural_images("cifar10") == 1.0 and natural_images("fashion") == 0.0
     assert natural_images("cifar10fashion") == 0.5 and natural_images(None) == 0.0
     assert natural_images("cifar10rot") == 1.0
@@ -245,7 +241,7 @@ def test_a_union_counts_its_share_of_natural_images():
 def test_expansion_is_node_width_over_block_width():
     """E (expansion): 1 for basic-block ResNets and for VGG (no residual nodes), 4 for the
     bottleneck networks, whose residual nodes are 4x the convs inside a block."""
-    from sim.system.lasso_model import expansion
+    from sim.system.prunetrain_model import expansion
     assert expansion(load_workload("resnet20")) == pytest.approx(1.0)
     assert expansion(load_workload("resnet18-cifar")) == pytest.approx(1.0)
     assert expansion(load_workload("vgg11-cifar")) == 1.0

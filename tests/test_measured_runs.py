@@ -3,13 +3,13 @@ from pathlib import Path
 
 import pytest
 
-from sim.system.lasso_model import RUNS_DIR, read_run
+from research.prunetrain.fitting import HELD_OUT_DIR, RUNS_DIR, read_run
 from sim.system.prunetrain import load_trajectory
 from sim.workload import load_workload
 from sim.yamlio import load_yaml_file
 from sim.errors import ConfigError
 
-C32 = sorted(RUNS_DIR.glob("**/*-cifar10-32-*.yaml"))
+C32 = sorted([*RUNS_DIR.glob("*-cifar10-32-*.yaml"), *HELD_OUT_DIR.glob("**/*-cifar10-32-*.yaml")])
 
 
 def test_the_32x32_runs_are_bundled():
@@ -49,34 +49,36 @@ def test_measured_rows_only_for_runs_past_their_last_lr_decay():
 
 
 def test_held_out_rows_report_the_runs_own_last_epoch(monkeypatch):
-    """Leave-32x32-out: the level is fitted without the five runs (the fit itself, ~1-2 min, is
-    validation's; here the bundled fit stands in) and the rows hold each run's own last epoch."""
+    """Leave-32x32-out: the level is fitted without the five runs (the fit itself is stored,
+    research.prunetrain.fitting.held_out_fit; here the bundled fit stands in) and the rows hold
+    each run's own last epoch."""
     from analysis.validation import _c_measured_held_out_rows
-    from sim.system import lasso_model
+    from research.prunetrain import fitting
     seen = []
 
-    def fit_without(runs, spread=True):
+    def fit_without(runs, spread=False):
         seen.extend(r.name for r in runs)
-        return lasso_model.bundled_fit()
+        return fitting.bundled_fit()
 
-    monkeypatch.setattr(lasso_model, "fit_runs", fit_without)
+    monkeypatch.setattr(fitting, "held_out_fit", fit_without)
     rows = {r.what.rsplit("(", 1)[-1].rstrip(")"): r for r in _c_measured_held_out_rows()}
     assert set(rows) == {"plain spaces", "residual nodes"}
     runs = [read_run(p) for p in C32 if p.parent == RUNS_DIR]      # the bundled ones
     assert len(runs) == 5 and seen and not {r.name for r in runs} & set(seen)
-    assert len(seen) == len(lasso_model.bundled_runs()) - 5
+    assert len(seen) == len(fitting.bundled_runs()) - 5
     assert rows["plain spaces"].published == pytest.approx(
         sum(r.keep_plain[-1] for r in runs) / len(runs))
     assert "vgg11-cifar rho 0.2 (142 ep.)" in rows["plain spaces"].note
 
 
 def test_other_setting_rows_split_the_authors_resnet50_miss():
-    """The authors' CIFAR ResNet-50 at 16 x 16 (pending, held out): the model's kept fractions
+    """The authors' CIFAR ResNet-50 at 16 x 16 (held out): the model's kept fractions
     with the run's own inputs, then the engine fed the run at Table 1's rho. The rows' measured
     side is the run file itself, and runs stopped before their last decay give no rows."""
     from analysis.validation import _c_other_setting_rows, _past_last_decay
-    from sim.system.lasso_model import bundled_fit
-    paths = sorted(RUNS_DIR.glob("**/resnet50-bt-cifar-cifar10-16-rho0.2-*.yaml"))
+    from sim.system.prunetrain_model import bundled_fit
+    paths = sorted([*RUNS_DIR.glob("resnet50-bt-cifar-cifar10-16-rho0.2-*.yaml"),
+                    *HELD_OUT_DIR.glob("**/resnet50-bt-cifar-cifar10-16-rho0.2-*.yaml")])
     assert paths
     run = read_run(paths[0])
     rows = list(_c_other_setting_rows())
@@ -104,7 +106,7 @@ def test_clock_rows_set_each_clock_run_against_its_twin_under_both_clocks():
     first dead channel and where a clock of lr-weighted steps or of epochs puts this run's. The
     measured onsets are the lr-step clock's to within one epoch (56 / 7 against 14 x 4 / 14 / 2)."""
     from analysis.validation import _c_clock_rows
-    from sim.system.lasso_model import bundled_runs, epoch_clock, first_cut
+    from research.prunetrain.fitting import bundled_runs, epoch_clock, first_cut
     runs = [r for r in bundled_runs() if r.natural and round(epoch_clock(r)) in (98, 784)]
     assert len(runs) == 2
     held = {"names": [r.name for r in runs], "rms": 0.1,
@@ -127,13 +129,13 @@ def test_clock_rows_set_each_clock_run_against_its_twin_under_both_clocks():
 
 
 def test_weak_lasso_rows_name_each_weak_run_with_its_leave_one_rho_out_prediction():
-    """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, bundled since session 23): per weak
+    """The ResNet-20 runs at rho 0.03 / 0.05 (--grid cap-check, fitted): per weak
     run, a row of the first dead plain channel and one per kind of the last kept fraction, from
     the leave-one-rho-out result handed in; the kept-fraction notes name the first dead channel
     too. Both start pruning far later than any stronger basic-block run of their family (epoch
     24 at rho 0.1)."""
     from analysis.validation import _c_weak_lasso_rows
-    from sim.system.lasso_model import bundled_runs, first_cut
+    from research.prunetrain.fitting import bundled_runs, first_cut
     weak = sorted((r for r in bundled_runs() if r.rho < 0.1 and r.expansion == 1.0),
                   key=lambda r: r.rho)
     assert [r.rho for r in weak] == [0.03, 0.05]

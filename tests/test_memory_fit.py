@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from research.prunetrain.memory_fit import (PYTORCH_MEMORY_FILE, fit_activation_overhead,
+                                            load_memory_measurements)
 from sim.errors import ConfigError
 from sim.frameworks import load_framework
 from sim.system.memory import footprint, max_batch
-from sim.system.memory_fit import (PYTORCH_MEMORY_FILE, fit_activation_overhead,
-                                   load_memory_measurements)
 from sim.workload import load_workload
 
 
@@ -23,8 +23,9 @@ def test_the_profile_overhead_is_the_fit_of_the_bundled_measurement():
         assert -0.2 < c.counted / c.row.allocated - 1 < -0.1
         # ... and one share of the activations closes it for the dense and both pruned networks
         assert abs(c.error) < 0.03, (c.row, c.error)
-    assert {c.row.widths for c in fit.checks} >= {"dense", "sim/data/authors/resnet50-imagenet-01.yaml",
-                                                 "sim/data/authors/resnet50-imagenet-02.yaml"}
+    authors = "research/prunetrain/data/authors"
+    assert {c.row.widths for c in fit.checks} >= {"dense", f"{authors}/resnet50-imagenet-01.yaml",
+                                                 f"{authors}/resnet50-imagenet-02.yaml"}
 
 
 def test_overhead_is_a_share_of_the_activations_and_moves_the_batch_limit():
@@ -54,8 +55,8 @@ def _doc(**row):
     ({"schema": "other"}, "schema"),
     (_doc(allocated=-5), "rows[0].allocated"),
     (_doc(batch=None), "rows[0].batch"),
-    (_doc(widths="sim/data/authors/nope.yaml", epoch=89), "rows[0].widths"),
-    (_doc(widths="sim/data/authors/resnet50-imagenet-01.yaml"), "rows[0].epoch"),
+    (_doc(widths="research/prunetrain/data/authors/nope.yaml", epoch=89), "rows[0].widths"),
+    (_doc(widths="research/prunetrain/data/authors/resnet50-imagenet-01.yaml"), "rows[0].epoch"),
     ({**_doc(), "workload": "no-such-net"}, "workload"),
     (_doc(repeat=True), "rows"),
 ])
@@ -68,17 +69,13 @@ def test_bad_measurement_file_is_one_line_naming_the_field(tmp_path, doc, field)
 
 
 def test_measure_memory_writes_what_fit_reads(tmp_path, monkeypatch, capsys):
-    """tools/measure_memory.py's --json rows are the bundled schema: measured rows written by the
-    tool (a stand-in for the CUDA measurement that holds the count plus 0.3 x the activations)
-    give back 0.3 through --fit's loader and fit, dense and trajectory widths alike."""
+    """research.prunetrain.measure_memory's --json rows are the bundled schema: measured rows
+    written by the tool (a stand-in for the CUDA measurement that holds the count plus 0.3 x the
+    activations) give back 0.3 through --fit's loader and fit, dense and trajectory widths
+    alike."""
     torch = pytest.importorskip("torch")
-    import importlib.util
-
-    from sim.system.memory_fit import REPO
-    spec = importlib.util.spec_from_file_location("measure_memory",
-                                                  REPO / "tools" / "measure_memory.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from research.prunetrain import measure_memory as tool
+    from research.prunetrain.memory_fit import REPO
     planted = {}
 
     def fake_measure(model, batch, chw, classes, device):
@@ -97,8 +94,8 @@ def test_measure_memory_writes_what_fit_reads(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "stand-in")
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr("sim.capture.torchnet.build_model", remember_build)
-    traj = ("sim/data/prunetrain/resnet20-cifar10-16-rho0.25-i10-e182-b128-lr0.1-s391-fixedb-"
-            "aug2-flip-hefanout.yaml")
+    traj = ("research/prunetrain/data/fitted/resnet20-cifar10-16-rho0.25-i10-e182-b128-lr0.1-"
+            "s391-fixedb-aug2-flip-hefanout.yaml")
     out = tmp_path / "rows.json"
     assert tool.main(["--workload", "resnet20", "--batch", "32", "64", "--trajectory",
                       str(REPO / traj), "--at", "90", "--json", str(out)]) == 0

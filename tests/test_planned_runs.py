@@ -1,6 +1,6 @@
-"""Predictions written down before a run (sim.system.lasso_runs.planned_run, `tools/
-prunetrain_runs.py --predict`): a configuration not yet run has the model inputs its run file will
-have, and the tool prints what the stored fit predicts for it."""
+"""Predictions written down before a run (research.prunetrain.runs.planned_run, `python -m
+research.prunetrain.grids --predict`): a configuration not yet run has the model inputs its run
+file will have, and the tool prints what the stored fit predicts for it."""
 import dataclasses
 import sys
 from pathlib import Path
@@ -8,15 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.system import lasso_model as lm
-from sim.system.lasso_runs import planned_run
+from research.prunetrain import fitting as lm
+from research.prunetrain import grids as pr
+from research.prunetrain.runs import planned_run
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import prunetrain_runs as pr  # noqa: E402
 
 
-@pytest.mark.parametrize("cfg", [pr.TASK_GRID[0], pr.TASK_GRID[1], pr.COARSE_GRID[0],
+@pytest.mark.parametrize("cfg", [pr.LABELS20_GRID[0], pr.LABELS20_GRID[1], pr.COARSE_GRID[0],
                                  pr.WD_GRID[0], pr.CLOCK_GRID[0], pr.TABLE1_GRID[1]],
                          ids=lambda c: c.name.split("-rho")[0] + ("-wd" if "wd" in c.name else ""))
 def test_a_planned_run_has_the_inputs_of_the_run_file_it_became(cfg):
@@ -59,7 +58,7 @@ def test_a_planned_runs_prediction_moves_with_its_inputs():
     decay 5e-4 starts the ResNet-20 cut sooner and ends it deeper than 1e-4 does (omega_clock),
     as the bundled decay twins did (first plain cut at epochs 6 / 14)."""
     fit = lm.bundled_fit()
-    base = pr.TASK_GRID[1]
+    base = pr.LABELS20_GRID[1]
     at = {wd: fit.keep_run(planned_run(dataclasses.replace(base, weight_decay=wd)), False)
           for wd in (1e-4, 5e-4)}
     assert lm.first_cut(at[5e-4]) < lm.first_cut(at[1e-4])
@@ -74,11 +73,11 @@ def test_runs_whose_clock_depends_on_the_run_are_not_predicted(capsys):
     assert dyn.dynamic_batch
     with pytest.raises(ValueError, match="only fixed-batch virtual epochs"):
         planned_run(dyn)
-    assert pr.predict([dyn, pr.TASK_WD_GRID[0]], lm.RUNS_DIR) == 0
+    assert pr.predict([dyn, pr.LABELS20_WD_GRID[0]], lm.RUNS_DIR) == 0
     out = capsys.readouterr().out.splitlines()
     assert any(line.startswith(f"{dyn.name}: not predicted") for line in out)
     assert sum("first cut at epoch" in line for line in out) == 2   # plain and residual nodes
-    assert any(line.startswith(pr.TASK_WD_GRID[0].name) and "weight decay 0.0005" in line
+    assert any(line.startswith(pr.LABELS20_WD_GRID[0].name) and "weight decay 0.0005" in line
                for line in out)
 
 
@@ -87,7 +86,7 @@ def test_predict_needs_no_torch_and_prints_every_grid_run():
     cannot be imported: a prediction is written down on any machine."""
     import subprocess
     code = ("import sys; sys.modules['torch'] = None; sys.argv = ['x', '--predict', '--grid', "
-            "'vgg-wd']; sys.path.insert(0, 'tools'); import prunetrain_runs as pr; "
+            "'vgg-wd']; from research.prunetrain import grids as pr; "
             "raise SystemExit(pr.main())")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
@@ -101,7 +100,7 @@ def test_predict_needs_no_torch_and_prints_every_grid_run():
     (["--predict", "--check", "x.yaml"], "--check and --predict are different jobs"),
     (["--list", "--device", "cuda"], "--device changes nothing for --list"),
     (["--report", "--grid", "gpu"], "--grid changes nothing for --report"),
-    (["--grid", "task-wd", "--note", "x"], "--note changes nothing for a training run"),
+    (["--grid", "labels20-wd", "--note", "x"], "--note changes nothing for a training run"),
 ])
 def test_the_tool_refuses_an_option_its_job_would_ignore(args, err, capsys):
     """Each call is one job (train, --list, --predict, --check, --report, --write-fit,

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.system.lasso_model import (KAPPAS, bundled_fit, bundled_runs, default_schedule,
-                                    dose_per_epoch, init_group_norms, leave_one_out,
-                                    model_trajectory)
+from research.prunetrain.fitting import KAPPAS, bundled_runs, leave_one_out
+from sim.system.prunetrain_model import (bundled_fit, default_schedule, dose_per_epoch,
+                                         init_group_norms, model_trajectory)
 from sim.system.prunetrain import apply_widths, lasso_trajectory
 from sim.workload import load_workload
 
@@ -29,7 +29,7 @@ def test_analytic_group_norm_matches_the_measured_one():
     # vs the real runs' first R
     runs = {p.name: p for p in bundled_runs()}
     assert runs, "no bundled PruneTrain runs"
-    from sim.system.lasso_model import RUNS_DIR
+    from research.prunetrain.fitting import RUNS_DIR
     files = sorted(RUNS_DIR.glob("*.yaml"))
     for f in files[:3] + [f for f in files if "hefanout" not in f.name][:2]:
         doc = _read_yaml(f)
@@ -51,7 +51,7 @@ def test_the_predicted_lambda_takes_the_runs_first_ce_not_ln_classes():
     not log it left out; none: 0), and a prediction's clock takes CE0 = ln(classes) + it: the
     dose scales with lambda, so an offset that makes CE0 1.21 times ln(classes) makes the dose
     1.21 times larger at beta 1 and 1.1 at beta 0.5."""
-    from sim.system.lasso_model import RunData, first_ce_offset
+    from research.prunetrain.fitting import RunData, first_ce_offset
     z = np.zeros(2)
     run = lambda c: RunData("r", "resnet20", 0.2, 10, z, 1.0, z, z, 0.1, 128,  # noqa: E731
                             ce0_offset=c)
@@ -77,7 +77,7 @@ def test_the_first_ce_is_an_offset_of_ln_classes_not_a_ratio():
     """lambda_per_norm's CE0 is ln(classes) + the offset at every class count: the same offset
     raises lambda by offset / ln(classes), less at 1000 classes than at 10 (a ratio would raise
     it alike)."""
-    from sim.system.lasso_model import lambda_per_norm
+    from sim.system.prunetrain_model import lambda_per_norm
     from sim.workload import with_classes
     w = load_workload("resnet50-imagenet")
     for classes in (10, 100, 1000):
@@ -174,7 +174,7 @@ def test_trajectory_file_with_rho_is_refused(tmp_path, capsys):
 
 
 def test_bundled_run_files_load_as_trajectories():
-    from sim.system.lasso_model import RUNS_DIR
+    from research.prunetrain.fitting import RUNS_DIR
     from sim.system.prunetrain import load_trajectory
     wls = {}
     for f in sorted(RUNS_DIR.glob("*.yaml"))[:4]:
@@ -226,7 +226,8 @@ def test_pairs_that_do_not_compose_are_refused(spec, cmd, capsys):
 
 
 def test_fit_recovers_known_parameters():
-    from sim.system.lasso_model import Fit, KindFit, RunData, fit_runs
+    from research.prunetrain.fitting import RunData, fit_runs
+    from sim.system.prunetrain_model import Fit, KindFit
     truth = Fit(KindFit(1.5, 3.0, 2.0, 1.0, 0.0, 1.0, 1.0),
                 KindFit(0.4, 3.0, 2.0, 2.0, 0.3, 1.0, 1.0), (), 0.0)
     runs = []
@@ -256,7 +257,7 @@ def test_schedules_follow_the_authors_configs():
 def test_networks_without_residual_nodes_do_not_enter_the_residual_fit():
     """A VGG run has no residual nodes: its constant 'residual keep' of 1 must not pull the
     residual fit (it once did: residual RMS 0.145 with them, 0.101 without, over 36 runs)."""
-    from sim.system.lasso_model import fit_runs
+    from research.prunetrain.fitting import fit_runs
     runs = bundled_runs()
     res = [r for r in runs if r.has_residual and "e182" in r.name][:2]
     vgg = [r for r in runs if not r.has_residual]
@@ -282,12 +283,14 @@ def test_depth_scales_the_pruned_fraction_and_is_checked():
 
 
 def test_stored_fit_belongs_to_the_bundled_runs():
-    """fit.json records the digest of exactly the bundled run files (so `prunesim train` loads
-    it instead of refitting): a run file changed without `--write-fit` fails here, fast."""
+    """sim/data/prunetrain-fit.json records the digest of exactly the fitted run files (the
+    runtime loads it without reading them): a run file changed without `--write-fit` fails here,
+    fast."""
     import json
-    from sim.system.lasso_model import FIT_FILE, RUNS_DIR, bundled_fit, runs_digest
-    doc = json.loads((RUNS_DIR / FIT_FILE).read_text())
-    assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
+    from research.prunetrain.fitting import RUNS_DIR, runs_digest
+    from sim.system.prunetrain_model import FIT_PATH, WRITE_FIT, bundled_fit
+    doc = json.loads(FIT_PATH.read_text())
+    assert doc["runs_digest"] == runs_digest(RUNS_DIR), f"run files changed: run `{WRITE_FIT}`"
     assert list(bundled_fit().runs) == doc["fit"]["runs"]
     assert len(doc["fit"]["runs"]) == len(bundled_runs())
 
@@ -300,8 +303,8 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
     to the model or to how run files are read, made without `--write-fit`, fails here. A change
     to the search alone (grids, refinement) that moves the optimum is the slow test's to catch."""
     import math
-    from sim.system.lasso_model import (PLAIN_FROM_BASIC, _spread_rows, kind_runs, spread_runs,
-                                        spread_sse)
+    from research.prunetrain.fitting import (PLAIN_FROM_BASIC, _spread_rows, kind_runs, spread_runs,
+                                             spread_sse)
     runs = bundled_runs()
     fit = bundled_fit()
     assert list(fit.runs) == [r.name for r in runs]
@@ -338,12 +341,14 @@ def test_stored_fit_reproduces_its_errors_on_the_bundled_runs():
 @pytest.mark.slow   # refits every bundled run (1.5-5 min on 2 cores); the default run keeps the
 #                     digest check and test_stored_fit_reproduces_its_errors_on_the_bundled_runs
 def test_stored_fit_is_the_fit_of_the_bundled_runs():
-    """sim/data/prunetrain/fit.json (what `prunesim train` loads) is exactly fit_runs over the
-    bundled run files; a run file changed without `tools/prunetrain_runs.py --write-fit` fails."""
+    """sim/data/prunetrain-fit.json (what `prunesim train` loads) is exactly fit_runs over the
+    fitted run files; a run file changed without `python -m research.prunetrain.grids
+    --write-fit` fails."""
     import dataclasses
     import json
-    from sim.system.lasso_model import FIT_FILE, RUNS_DIR, fit_runs, runs_digest
-    doc = json.loads((RUNS_DIR / FIT_FILE).read_text())
+    from research.prunetrain.fitting import RUNS_DIR, fit_runs, runs_digest
+    from sim.system.prunetrain_model import FIT_PATH
+    doc = json.loads(FIT_PATH.read_text())
     assert doc["runs_digest"] == runs_digest(RUNS_DIR), "run files changed: rerun --write-fit"
     fresh = fit_runs(bundled_runs())
     assert doc["fit"]["runs"] == list(fresh.runs)
@@ -355,7 +360,7 @@ def test_stored_fit_is_the_fit_of_the_bundled_runs():
 def test_data_difficulty_is_measured_and_noise_raises_it():
     """Every run records D (training CE in the high-lr phase / ln classes); the pixel-noise runs
     have a larger D than the clean run of the same configuration (the dial works). D is reported,
-    not a model input (docs/system.md says why)."""
+    not a model input (docs/explanation/system.md says why)."""
     runs = {r.noise: r for r in bundled_runs() if r.workload == "resnet20" and r.rho == 0.25
             and r.interval == 10 and len(r.keep_plain) > 100}
     assert {0.0, 1.0, 2.0} <= set(runs)
@@ -365,7 +370,7 @@ def test_data_difficulty_is_measured_and_noise_raises_it():
 def test_spread_keeps_the_kind_mean_and_prunes_the_deep_spaces_hardest():
     """keep_s = K^(m e^(t z_s)): one m per K (log keep_s / e^(t z_s) is the same for every space),
     the channel-weighted mean is K, deeper spaces keep less; t = 0, K = 0 and K = 1 are uniform."""
-    from sim.system.lasso_model import spread_keep
+    from sim.system.prunetrain_model import spread_keep
     rng = np.random.default_rng(3)
     c = rng.integers(8, 600, 9).astype(float)
     z = np.sort(rng.random(9))
@@ -386,7 +391,7 @@ def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
     """VGG: both 2 x 2 spaces; a ResNet: only its last residual node (the blocks' inner spaces
     can fade out behind the shortcut); never more than the space's channels."""
     from sim.workload import with_classes
-    from sim.system.lasso_model import classifier_floor
+    from sim.system.prunetrain_model import classifier_floor
     from sim.workload import load_workload
     assert classifier_floor(load_workload("vgg11-cifar"), 10) == {"features.22": 10,
                                                                   "features.25": 10}
@@ -403,8 +408,8 @@ def test_classifier_floor_is_the_class_count_on_the_last_stage_main_path():
 
 def test_every_authors_imagenet_network_ends_below_the_class_count_at_the_classifier():
     """The data behind NOT_INTERPOLATED: each of the authors' final ImageNet networks (ResNet-50
-    and MobileNet, sim/data/authors) feeds its 1000-way classifier fewer than 1000 channels, where
-    their CIFAR-100 VGG-11 keeps more than its 100 classes."""
+    and MobileNet, research/prunetrain/data/authors) feeds its 1000-way classifier fewer than 1000
+    channels, where their CIFAR-100 VGG-11 keeps more than its 100 classes."""
     from analysis.validation import AUTHORS_DIR, _authors_setting
     from sim.system.prunetrain import load_trajectory
     seen = {}
@@ -419,7 +424,7 @@ def test_every_authors_imagenet_network_ends_below_the_class_count_at_the_classi
 def test_spread_floor_raises_only_the_floored_spaces():
     """The floor is added after the spread: the other spaces keep what they kept without it, a
     floored space keeps max(floor, its spread keep), K = 0 leaves the floors."""
-    from sim.system.lasso_model import spread_keep
+    from sim.system.prunetrain_model import spread_keep
     c = np.array([64.0, 128.0, 256.0, 512.0, 512.0])
     z = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
     fl = np.array([0.0, 0.0, 0.0, 0.0, 100 / 512])
@@ -435,7 +440,7 @@ def test_model_keeps_the_class_count_at_the_classifier_input():
     """CIFAR-100 VGG-11 at a rho that prunes hard keeps >= 100 channels on both 2 x 2 spaces and
     more channels there than without the floor; CIFAR-10 keeps >= 10 there."""
     from sim.workload import with_classes
-    from sim.system import lasso_model as lm
+    from sim.system import prunetrain_model as lm
     from sim.workload import load_workload
     sched = lm.default_schedule("cifar100", 182, 128, 50_000)
     for classes in (10, 100):
@@ -454,7 +459,7 @@ def test_model_keeps_the_class_count_at_the_classifier_input():
 
 
 def test_map_depth_runs_from_the_largest_to_the_smallest_maps():
-    from sim.system.lasso_model import _kinds, map_depth
+    from sim.system.prunetrain_model import _kinds, map_depth
     # halvings of the map side: 32 / 16 / 8 and 56 / 28 / 14 / 7
     for name, want in (("resnet20", [0.0, 1.0, 2.0]), ("resnet50-imagenet", [0, 1, 2, 3])):
         w = load_workload(name)
@@ -469,7 +474,7 @@ def test_one_tilt_per_halving_fits_vgg_and_resnet_runs_alike():
     """The depth measure is decided by the runs: with z in halvings of the map side, the bundled
     VGG runs (32 -> 2: 4 halvings) and ResNet runs (2 halvings) give the same tilt within one
     grid step; normalised to a share of the network (z / z.max()) they would not."""
-    from sim.system.lasso_model import TILTS, fit_spread
+    from research.prunetrain.fitting import TILTS, fit_spread
     runs = bundled_runs()
     vgg = [r.plain_spaces for r in runs if not r.has_residual]
     res = [r.plain_spaces for r in runs if r.has_residual]
@@ -483,7 +488,8 @@ def test_one_tilt_per_halving_fits_vgg_and_resnet_runs_alike():
 
 
 def test_fit_spread_recovers_a_known_tilt_and_block_exponent():
-    from sim.system.lasso_model import SpaceData, fit_spread, spread_keep
+    from research.prunetrain.fitting import SpaceData, fit_spread
+    from sim.system.prunetrain_model import spread_keep
     c = np.array([16.0, 16.0, 32.0, 32.0, 64.0, 64.0])
     z = np.array([0.0, 0.0, 0.5, 0.5, 1.0, 1.0])
     later = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
@@ -498,7 +504,7 @@ def test_fit_spread_recovers_a_known_tilt_and_block_exponent():
 
 
 def test_later_blocks_mark_all_but_the_first_block_of_a_stage():
-    from sim.system.lasso_model import _kinds, later_blocks
+    from sim.system.prunetrain_model import _kinds, later_blocks
     w = load_workload("resnet20")
     plain, res = _kinds(w)
     flags = dict(zip(plain, later_blocks(w, plain, res)))
@@ -513,7 +519,8 @@ def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
     """What the tilt is fitted to, checked on the data: given each run's own mean, spreading it
     by depth explains the residual nodes' kept fractions better than a uniform keep, and the
     model's trajectories keep more of the first stage's residual node than of the last's."""
-    from sim.system.lasso_model import _kinds, fit_spread, spread_keep
+    from research.prunetrain.fitting import fit_spread
+    from sim.system.prunetrain_model import _kinds, spread_keep
     runs = [r for r in bundled_runs() if r.has_residual]
     data = [r.residual_spaces for r in runs]
     t, _, rms = fit_spread(data, blocks=False)
@@ -537,11 +544,11 @@ def test_bundled_runs_prune_their_deep_residual_nodes_hardest():
 def test_a_larger_weight_decay_prunes_deeper_and_the_model_takes_the_decay():
     """The ResNet-20 CIFAR-10 run at the authors' CIFAR decay 5e-4 ends far below its 1e-4 twin;
     the fit turns that into a decay term for both kinds (omega on the level, omega_clock on the
-    clock; since session 23 the plain kind takes it in the clock alone), the model with the
+    clock; the plain kind takes it in the clock alone), the model with the
     runs' own inputs orders the twins the same way, and a CIFAR prediction (default_schedule:
     the authors' 5e-4) keeps fewer channels than the same prediction at 1e-4."""
     import dataclasses
-    from sim.system.lasso_model import REF_WEIGHT_DECAY
+    from sim.system.prunetrain_model import REF_WEIGHT_DECAY
     runs = {r.name: r for r in bundled_runs()}
     twin = runs["resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-hefanout"]
     wd = runs[twin.name + "-wd0.0005"]
@@ -575,7 +582,7 @@ def test_fewer_distinctions_prune_deeper_and_the_model_takes_the_label_count():
     """The coarse run (CIFAR-10's two super-classes, same images, same lambda) ends far below its
     ten-class twin; the fit turns that into kappa > 0, and the model keeps more of a network
     trained on more classes."""
-    from sim.system.lasso_model import task_information
+    from sim.system.prunetrain_model import task_information
     runs = {r.name: r for r in bundled_runs()}
     twin = "resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-hefanout"
     coarse = [r for r in runs.values() if r.coarse]
@@ -607,15 +614,14 @@ def test_twenty_classes_did_not_keep_more_than_their_folded_control():
     assert twenty.keep_plain[-1] < folded.keep_plain[-1]
     assert twenty.keep_residual[-1] < folded.keep_residual[-1] - 0.05
     assert twenty.difficulty < folded.difficulty
-    # the same run at seed 1 (pending/, not fitted): the gap is not one run's noise
-    from sim.system.lasso_model import RUNS_DIR, read_run
-    again = read_run(RUNS_DIR / "pending"
-                     / f"resnet20-c20-cifar10fashion16-{tail}-hefanout-seed1.yaml")
+    # the same run at seed 1 (held out, not fitted): the gap is not one run's noise
+    from research.prunetrain.fitting import HELD_OUT_DIR, read_run
+    again = read_run(HELD_OUT_DIR / f"resnet20-c20-cifar10fashion16-{tail}-hefanout-seed1.yaml")
     assert abs(again.keep_residual[-1] - twenty.keep_residual[-1]) < 0.05
     assert again.keep_residual[-1] < folded.keep_residual[-1] - 0.05
     assert again.keep_plain[-1] < folded.keep_plain[-1]
-    # ... and the pair at rho 0.1 (pending/, stopped after the lr decay)
-    low = [read_run(RUNS_DIR / "pending" / f"resnet20-{n}-rho0.1-i10-e182-b32-lr0.2-s196-fixedb"
+    # ... and the pair at rho 0.1 (held out, stopped after the lr decay)
+    low = [read_run(HELD_OUT_DIR / f"resnet20-{n}-rho0.1-i10-e182-b32-lr0.2-s196-fixedb"
                     f"-aug2-flip{s}-hefanout.yaml")
            for n, s in (("c20-cifar10fashion16", ""), ("cifar10fashion16", "-fold10"))]
     assert low[0].keep_plain[-1] < low[1].keep_plain[-1] - 0.05
@@ -669,7 +675,7 @@ def test_the_paper_per_sample_lr_runs_held_out():
     """Fitted without the CIFAR-10 run(s) at the paper's per-sample lr, the model still keeps
     more of them than of their 8x twin at the same weight decay (the temperature term comes from
     the 4x / 8x runs alone)."""
-    from sim.system.lasso_model import leave_paper_psl_out
+    from research.prunetrain.fitting import leave_paper_psl_out
     row = leave_paper_psl_out()
     assert row and row["runs"] >= 1 and 0 <= row["rms"] < 0.5
     hot = [r for r in bundled_runs() if r.natural and r.temperature == 8.0 and not r.coarse
@@ -684,7 +690,7 @@ def test_the_paper_decay_runs_held_out():
     """Fitted without the CIFAR-10 run(s) at the paper's per-sample lr and the authors' decay 5e-4
     (the decay terms then come from the 8x twins alone), the model keeps fewer of their channels
     than of their 1e-4 twin at the paper's setting, as the runs do."""
-    from sim.system.lasso_model import leave_paper_decay_out
+    from research.prunetrain.fitting import leave_paper_decay_out
     row = leave_paper_decay_out()
     assert row and row["runs"] >= 1 and 0 <= row["rms"] < 0.5
     runs = {r.name: r for r in bundled_runs()}
@@ -701,8 +707,7 @@ def test_bottleneck_nodes_prune_deeper_and_their_blocks_less_than_basic_blocks()
     ResNet-20 twins (same data, schedule, init and rho), at the same epoch: the nodes keep fewer
     channels and the spaces inside the blocks more, at both widths, so the expansion E and not
     the narrow form's small inner convs is behind it. The residual kind's E terms take the runs'
-    direction (more pressure on the nodes); the plain kind has none (docs/system.md, sessions
-    13-14)."""
+    direction (more pressure on the nodes); the plain kind has none (docs/explanation/system.md)."""
     runs = {r.name: r for r in bundled_runs()}
     fit = bundled_fit()
     for rho in ("0.25", "0.1"):
@@ -718,13 +723,13 @@ def test_bottleneck_nodes_prune_deeper_and_their_blocks_less_than_basic_blocks()
             assert b.keep_residual[e] < 1.2 * b.keep_plain[e] and \
                 t.keep_residual[e] > 1.3 * t.keep_plain[e], (net, rho)
     # the residual kind carries E; the plain kind is fitted to basic-block and VGG runs only
-    from sim.system.lasso_model import PLAIN_FROM_BASIC
+    from research.prunetrain.fitting import PLAIN_FROM_BASIC
     assert fit.residual.xi > 0.0 and PLAIN_FROM_BASIC and fit.plain.xi == fit.plain.xi_clock == 0.0
     b = runs["resnet29-bottleneck-w4-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s196-fixedb-aug2-flip-"
              "hefanout"]
     # the model's known miss: a bottleneck's inner spaces kept more than predicted (0.45 against
-    # 0.41 with the threshold's drift of session 33; 0.34 with the pressure threshold of session
-    # 23; 0.17 before it)
+    # 0.41 with the threshold's drift; 0.34 with the pressure threshold alone; 0.17 without
+    # either)
     assert b.keep_plain[-1] - 0.1 < fit.keep_run(b, False)[-1] < b.keep_plain[-1]
 
 
@@ -732,9 +737,9 @@ def test_bottleneck_nodes_prune_deeper_and_their_blocks_less_than_basic_blocks()
 def test_expansion_learnt_at_one_width_predicts_the_other():
     """Cross-width check of the residual kind's E terms (~15 min): a fit that has only the narrow
     bottleneck runs predicts the 4x-wide runs' residual nodes far better than a fit with no
-    bottleneck run (no E); the other way round only a little better (session 14: residual RMS
+    bottleneck run (no E); the other way round only a little better (residual RMS
     0.172 against 0.179; the wide runs alone want residual xi 1.0, the narrow 0.25)."""
-    from sim.system.lasso_model import fit_runs
+    from research.prunetrain.fitting import fit_runs
     runs = bundled_runs()
     base = [r for r in runs if r.expansion == 1.0]
     narrow = [r for r in runs if r.workload == "resnet29-bottleneck"]
@@ -752,7 +757,7 @@ def test_expansion_learnt_at_one_width_predicts_the_other():
 
 def test_stages_count_a_resnets_feature_map_sizes():
     runs = bundled_runs()
-    from sim.system.lasso_model import stages
+    from research.prunetrain.fitting import stages
     by = {r.workload: stages(r) for r in runs}
     assert by["resnet20"] == by["resnet29-bottleneck-w4"] == 3
     assert by["resnet50-cifar-gap"] == 4
@@ -764,7 +769,7 @@ def test_stage_spread_is_the_runs_own_keep_per_stage_and_the_spread_of_its_mean(
     mean over the stages is the kind's keep); with no tilt and no block or floor term the spread
     gives every stage the run's mean, and the fitted tilt gives the deeper stages less."""
     import dataclasses
-    from sim.system.lasso_model import stage_spread, stages
+    from research.prunetrain.fitting import stage_spread, stages
     r = next(r for r in bundled_runs() if stages(r) == 4 and r.rho == 0.25)
     fit = bundled_fit()
     got = stage_spread(r, fit)
@@ -785,7 +790,7 @@ def test_stage_spread_is_the_runs_own_keep_per_stage_and_the_spread_of_its_mean(
 def test_four_stage_runs_held_out():
     """The four-stage ResNet-50 runs: a fit without them (~70 s) predicts their residual nodes'
     level within 0.1 (E and the clock carry from three stages to four)."""
-    from sim.system.lasso_model import leave_four_stage_out
+    from research.prunetrain.fitting import leave_four_stage_out
     row = leave_four_stage_out()
     assert row["runs"] == 3 and all("resnet50" in n for n in row["names"])
     assert np.allclose(row["final_measured_residual"], row["final_predicted_residual"], atol=0.1)
@@ -795,7 +800,7 @@ def test_four_stage_stage_rows():
     """The validation's per-stage rows hold each stage's measured keep of the four-stage run
     against the fitted spread, with the authors' ImageNet network's stage in the note."""
     from analysis.validation import _c_stage_spread_rows
-    from sim.system.lasso_model import stages
+    from research.prunetrain.fitting import stages
     rows = list(_c_stage_spread_rows())
     assert len(rows) == 8 and all(r.status == "input" and 0 <= r.modeled <= 1 for r in rows)
     r = next(r for r in bundled_runs() if stages(r) == 4 and r.rho == 0.25)
@@ -804,7 +809,7 @@ def test_four_stage_stage_rows():
 
 
 def test_stem_spaces_mark_the_plain_space_the_first_conv_writes():
-    from sim.system.lasso_model import _kinds, stem_spaces
+    from sim.system.prunetrain_model import _kinds, stem_spaces
     for name, expect in (("vgg11-cifar", "features.0"), ("resnet29-bottleneck", "conv1"),
                          ("resnet20", None)):
         w = load_workload(name)
@@ -816,8 +821,8 @@ def test_stem_spaces_mark_the_plain_space_the_first_conv_writes():
 def test_fit_stem_recovers_a_known_stem_exponent_and_lowers_the_first_space():
     """Kept fractions made by spread_keep with a stem exponent of 1: fit_stem (the tilt given)
     finds 1, and the stem space keeps less than without the term at the same mean."""
-    from sim.system.lasso_model import (KindFit, SpaceData, fit_stem, spread_keep, spread_score,
-                                        STEM_TILTS)
+    from research.prunetrain.fitting import SpaceData, fit_stem, STEM_TILTS
+    from sim.system.prunetrain_model import KindFit, spread_keep, spread_score
     c = np.array([64, 128, 256, 256, 512], float)
     z = np.array([0, 1, 2, 2, 3], float)
     stem = np.array([1, 0, 0, 0, 0], float)
@@ -834,15 +839,14 @@ def test_fit_stem_recovers_a_known_stem_exponent_and_lowers_the_first_space():
 
 
 def test_check_prints_a_run_against_the_fit_and_refuses_a_missing_file(capsys):
-    """tools/prunetrain_runs.py --check: a bundled run is reported as in the fit, with its kept
-    fractions, the per-depth spread and the dead-space expectation; a missing file is a one-line
-    error (exit 2), not a traceback."""
-    import sys
+    """`python -m research.prunetrain.grids --check`: a fitted run is reported as in the fit, with
+    its kept fractions, the per-depth spread and the dead-space expectation; a missing file is a
+    one-line error (exit 2), not a traceback."""
     from pathlib import Path
+    from research.prunetrain import grids as pr
+    from research.prunetrain.fitting import RUNS_DIR
     root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "tools"))
-    import prunetrain_runs as pr
-    run = sorted((root / "sim" / "data" / "prunetrain").glob("resnet20-cifar10-16-rho0.2-*.yaml"))[0]
+    run = sorted(RUNS_DIR.glob("resnet20-cifar10-16-rho0.2-*.yaml"))[0]
     assert pr.main(["--check", str(run)]) == 0
     out = capsys.readouterr().out
     assert "(in the fit)" in out and "residual nodes" in out and "dead inner spaces" in out
@@ -852,29 +856,24 @@ def test_check_prints_a_run_against_the_fit_and_refuses_a_missing_file(capsys):
 
 
 def _bottleneck_tool():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "bottleneck_plain_check", Path(__file__).resolve().parents[1] / "tools" /
-        "bottleneck_plain_check.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    from research.prunetrain import bottleneck_plain_check
+    return bottleneck_plain_check
 
 
 def _authors_r50_runs():
-    """The authors' CIFAR ResNet-50 runs (Table 1's network; pending/cpu-authors-r50: held out
+    """The authors' CIFAR ResNet-50 runs (Table 1's network; held-out/cpu-authors-r50: held out
     of every fit)."""
-    from sim.system.lasso_model import RUNS_DIR, read_run
-    runs = [read_run(p) for p in sorted(RUNS_DIR.glob("**/resnet50-bt-cifar-cifar10-16-*.yaml"))]
+    from research.prunetrain.fitting import HELD_OUT_DIR, read_run
+    runs = [read_run(p) for p in sorted(HELD_OUT_DIR.glob("**/resnet50-bt-cifar-cifar10-16-*"))]
     assert runs and not {r.name for r in runs} & set(bundled_fit().runs)
     return runs
 
 
 def test_an_expansion_term_learnt_elsewhere_does_not_carry_to_every_family():
     """Why the plain kind has no expansion term (PLAIN_FROM_BASIC): learnt from the other
-    bottleneck families (tools/bottleneck_plain_check.py), it helps some held-out families and
-    badly misses another. Since the capped clock (session 22) the four-stage ResNet-50 runs are
-    predicted within 0.03 without it and 4x worse with it (session 20, uncapped: it was Table 1's
+    bottleneck families (research.prunetrain.bottleneck_plain_check), it helps some held-out
+    families and badly misses another. With the capped clock the four-stage ResNet-50 runs are
+    predicted within 0.03 without it and 4x worse with it (with an uncapped clock it was Table 1's
     own ResNet-50 that it missed)."""
     tool = _bottleneck_tool()
     fit = bundled_fit()
@@ -893,7 +892,8 @@ def test_the_capped_clock_slows_the_weak_doses_and_keeps_the_strong_runs_clock()
     level): every level run at or above the cap keeps its clock of lr-weighted steps, the weak
     ones below it are slowed, the bottleneck runs below it start later, and Table 1's own
     ResNet-50, held out of every fit, is predicted better than by the uncapped clock."""
-    from sim.system.lasso_model import clock_factor, course_rms, kind_runs
+    from research.prunetrain.fitting import course_rms, kind_runs
+    from sim.system.prunetrain_model import clock_factor
     fit = bundled_fit()
     k = fit.plain
     assert k.cap > 0 and k.beta > 0
@@ -924,7 +924,7 @@ def test_the_pressure_threshold_keeps_every_channel_below_it_and_shifts_the_leve
     or below p0 prunes nothing, above it -ln k_inf is the unthresholded one less a p0 (a shift,
     the truncated survival), and p0 = 0 is the model without a threshold. The stored fit has a
     threshold in both kinds (the weak-lasso runs at rho 0.03 / 0.05 chose it)."""
-    from sim.system.lasso_model import lasso_pressure, thresholded
+    from sim.system.prunetrain_model import lasso_pressure, thresholded
     fit = bundled_fit()
     assert fit.plain.p0 > 0 and fit.residual.p0 > 0
     k = dataclasses.replace(fit.plain, shape=1.0, hover=0.0)
@@ -946,7 +946,7 @@ def test_the_threshold_drift_slows_the_clock_of_a_weak_lasso_and_stops_it_at_the
     near its threshold cuts later, one at or below it never starts, a strong one runs nearly at
     its drift-free clock, and z = 0 (or no threshold) is the model without it. The factor is the
     same formula on numbers and on per-row arrays (the fit's)."""
-    from sim.system.lasso_model import drift_factor, lasso_pressure, threshold_rho
+    from sim.system.prunetrain_model import drift_factor, lasso_pressure, threshold_rho
     assert drift_factor(0.5, 0.0, 0.5) == 1.0 and drift_factor(0.5, 0.2, 0.0) == 1.0
     assert drift_factor(0.1, 0.2, 0.5) == 0.0
     assert drift_factor(0.5, 0.2, 0.5) == pytest.approx(0.6 ** 0.5)
@@ -990,7 +990,7 @@ def test_the_first_dead_channel_follows_lr_x_steps_across_the_clock_runs():
     and 392 steps an epoch, same lr and batch): the first dead plain channel's epoch times the
     run's lr x steps an epoch (epoch_clock) is the same within 25 % (a clock of epochs would
     differ 8x between the end runs); the model's own onsets scale alike."""
-    from sim.system.lasso_model import epoch_clock, first_cut
+    from research.prunetrain.fitting import epoch_clock, first_cut
     stem = "resnet20-cifar10-16-rho0.25-i10-e182-b32-lr0.2-s"
     fam = [r for r in bundled_runs()
            if r.name.startswith(stem) and r.name.endswith("-fixedb-aug2-flip-hefanout")]
@@ -1003,14 +1003,14 @@ def test_the_first_dead_channel_follows_lr_x_steps_across_the_clock_runs():
 
 
 def test_the_held_out_rho_0_1_clock_check_starts_on_the_lr_step_clock_and_is_not_released():
-    """The rho 0.1 run at 49 steps an epoch (`--grid clock-check`, pending/, held out): its first
+    """The rho 0.1 run at 49 steps an epoch (`--grid clock-check`, held out): its first
     dead plain channel comes at its 196-step twin's epoch x 4 (96) within two epochs, just after
     the first lr decay; nothing was under way at the decay, so nothing was released and it keeps
-    0.99 of the plain channels to the end (the fitted lag over-cuts it: docs/system.md, session
-    24)."""
-    from sim.system.lasso_model import RUNS_DIR, epoch_clock, first_cut, read_run
+    0.99 of the plain channels to the end (the fitted lag over-cuts it: docs/explanation/system.md).
+    """
+    from research.prunetrain.fitting import HELD_OUT_DIR, RUNS_DIR, epoch_clock, first_cut, read_run
     name = "resnet20-cifar10-16-rho0.1-i10-e182-b32-lr0.2-s{}-fixedb-aug2-flip-hefanout.yaml"
-    r = read_run(RUNS_DIR / "pending" / "clock-check" / name.format(49))
+    r = read_run(HELD_OUT_DIR / "clock-check" / name.format(49))
     twin = read_run(RUNS_DIR / name.format(196))
     assert abs(first_cut(r.keep_plain) - first_cut(twin.keep_plain)
                * epoch_clock(twin) / epoch_clock(r)) <= 2
@@ -1023,8 +1023,10 @@ def test_the_rho_0_05_run_is_predicted_from_the_rho_0_03_run_better_with_the_thr
     last plain kept fraction (0.76 measured) is predicted within 0.1, and its kept fractions no
     worse than by the threshold-free fit of the same runs (which may choose its gamma to follow
     the weak run instead)."""
-    import sim.system.lasso_model as lm
-    runs = bundled_runs()
+    import dataclasses
+    import research.prunetrain.fitting as lm
+    # copies: held_out_fit stores and keeps only the fits of the runs as bundled_runs() reads them
+    runs = [dataclasses.replace(r) for r in bundled_runs()]
     test = [r for r in runs if r.rho == 0.05]
     train = [r for r in runs if r.rho != 0.05]
     with_p0 = lm.held_out(train, test)
@@ -1043,7 +1045,7 @@ def test_a_rho_below_the_threshold_prunes_nothing_and_the_trajectory_says_so():
     """A rho at or below both kinds' threshold (threshold_rho) gives the dense network at every
     reconfiguration, and the trajectory's source names the threshold, so a user who sweeps rho
     there sees why two rho give one result; a rho above it prunes and says nothing of it."""
-    from sim.system.lasso_model import threshold_rho
+    from sim.system.prunetrain_model import threshold_rho
     fit = bundled_fit()
     lo = min(threshold_rho(fit.plain), threshold_rho(fit.residual))
     assert 0.0 < lo < 0.05
@@ -1060,7 +1062,7 @@ def test_depthwise_convs_are_out_of_the_lasso_and_tied_in_trajectory_files(tmp_p
     are the pointwise convs' and the FC's alone. A trajectory file that gives a depthwise conv two
     widths is refused, naming the file and the layer."""
     from sim.errors import ConfigError
-    from sim.system.lasso_model import init_group_norms
+    from sim.system.prunetrain_model import init_group_norms
     from sim.system.prunetrain import load_trajectory
     from sim.workload import load_workload
     mb = load_workload("mobilenet-imagenet")
@@ -1100,8 +1102,9 @@ def test_the_fit_recovers_a_smaller_hover_on_natural_images():
     """KindFit.nat_hover: synthetic runs on digits and on CIFAR-10 whose residual nodes hover at
     0.3 and at 0.3 x 0.25: the fit finds the digits' share and a smaller one on natural images
     (NAT_HOVERS, searched last)."""
-    from sim.system import lasso_model as lm
-    from sim.system.lasso_model import Fit, KindFit, RunData, fit_runs
+    from sim.system import prunetrain_model as lm
+    from research.prunetrain.fitting import RunData, fit_runs
+    from sim.system.prunetrain_model import Fit, KindFit
     truth = Fit(KindFit(1.5, 3.0, 2.0, 1.0, 0.0, 1.0, 1.0),
                 KindFit(0.4, 3.0, 2.0, 2.0, 0.3, 1.0, 1.0, nat_hover=0.25), (), 0.0)
     runs = []
@@ -1129,8 +1132,8 @@ def test_natural_image_runs_release_few_residual_channels_at_the_first_lr_decay(
     (decay_release, 8 epochs on): about 0.17 of the channels in the digits, MNIST and
     Fashion-MNIST runs, about 0.05 in the natural-image runs (CIFAR-10 and the union). The
     stored fit's natural-image hover share (nat_hover < 1) brings the model's mean release on
-    natural images nearer the runs' than one share for all would (session 28)."""
-    from sim.system import lasso_model as lm
+    natural images nearer the runs' than one share for all would."""
+    from research.prunetrain import fitting as lm
     fit = lm.bundled_fit()
     assert fit.residual.nat_hover < 1.0
     one = dataclasses.replace(fit.residual, nat_hover=1.0)

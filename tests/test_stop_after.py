@@ -1,22 +1,17 @@
-"""tools/prunetrain_runs.py --stop-after: a run stops itself at a wall-clock deadline and its file
-is written from its log; a run not started by then is skipped."""
-import sys
+"""`python -m research.prunetrain.grids --stop-after`: a run stops itself at a wall-clock deadline
+and its file is written from its log; a run not started by then is skipped."""
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-
-from sim.system.lasso_runs import RunConfig  # noqa: E402
+from research.prunetrain.runs import RunConfig
 
 BASE = dict(dataset="digits", size=8, epochs=4, batch=32, lr=0.1, epoch_steps=3)
 
 
 def test_deadline_stops_at_the_first_epoch_end_and_writes_the_run(tmp_path):
-    import prunetrain_runs as pr
+    from research.prunetrain import grids as pr
     import torch
     torch.set_num_threads(1)
     cfg = RunConfig("resnet20", 0.25, 2, **BASE)
@@ -36,7 +31,7 @@ def test_deadline_stops_at_the_first_epoch_end_and_writes_the_run(tmp_path):
                                        (["--stop-after", "0", "--log-dir", "x"], "> 0"),
                                        (["--stop-after", "nan", "--log-dir", "x"], "> 0")])
 def test_stop_after_refuses_bad_use(args, err, capsys):
-    import prunetrain_runs as pr
+    from research.prunetrain import grids as pr
     with pytest.raises(SystemExit):
         pr.main(["--grid", "table1", "--device", "cpu"] + args)
     assert err in capsys.readouterr().err

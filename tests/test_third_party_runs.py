@@ -1,24 +1,23 @@
 """Third-party runs of the authors' code as run records of the trajectory fit: widths at every
-reconfiguration only, the other epochs clock only (sim.system.lasso_runs.third_party_record)."""
-from pathlib import Path
+reconfiguration only, the other epochs clock only (research.prunetrain.runs.third_party_record)."""
 
 import numpy as np
 import pytest
 import yaml
 
 from sim.errors import ConfigError
-from sim.system import lasso_model as lm
-from sim.system.lasso_runs import THIRD_PARTY, third_party_record
+from research.prunetrain import fitting as lm
+from research.prunetrain.runs import THIRD_PARTY, third_party_record
 from sim.system.prunetrain import load_trajectory
 from sim.workload import load_workload, with_classes
 
-RERUNS = Path(lm.RUNS_DIR).parent / "reruns"
+RERUNS = lm.DATA_DIR / "reruns"
 TIMES = RERUNS / "vgg11-cifar100-v100-times.yaml"
-RECORDS = sorted((lm.RUNS_DIR / "pending" / "third-party").glob("*-thirdparty-*.yaml"))
+RECORDS = sorted((lm.HELD_OUT_DIR / "third-party").glob("*-thirdparty-*.yaml"))
 
 
 def test_every_third_party_trajectory_has_its_record_outside_the_fit():
-    """Fitted to nothing (docs/system.md, session 27): the records sit in pending/, which the
+    """Fitted to nothing (docs/explanation/system.md): the records sit in the held-out folder, which the
     fit's glob and digest do not see."""
     assert len(RECORDS) == len(THIRD_PARTY) == 3
     fit = lm.bundled_fit()
@@ -108,7 +107,7 @@ def test_a_record_whose_first_ce_is_not_a_positive_number_is_one_line(tmp_path, 
 
 
 def test_rows_set_each_third_party_run_against_the_stored_fit():
-    from analysis.validation import _c_third_party_rows
+    from analysis.validation.prunetrain import _c_third_party_rows
     rows = list(_c_third_party_rows())
     assert {r.what.split("(")[1].split(",")[0] for r in rows} == set(THIRD_PARTY.values())
     fit = lm.bundled_fit()

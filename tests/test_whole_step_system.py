@@ -120,7 +120,7 @@ def test_v100_memory_bound_share_is_smaller():
 def test_v100_saving_exceeds_1080ti(uniform):
     """PruneTrain's V100 saving exceeds the 1080 Ti's (VALIDATION.md C) under the model's
     trajectory and under a uniform cut to 0.7 of the channels (about the paper's inference FLOPs).
-    It failed under the session-2 trajectory, whose residual nodes stayed almost dense: the
+    It fails under a trajectory whose residual nodes stay almost dense: the
     ordering depends on the trajectory's shape, not only on the engines."""
     s = _pt_savings(uniform)
     assert s["prunetrain-v100-128"][0] > s["gtx1080ti-11gb"][0]

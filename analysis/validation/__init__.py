@@ -22,10 +22,10 @@ from .prunetrain import (AUTHORS_DIR, BATCH_RULE_ORDER, CIFAR_GPU, FIRST_CE_FILE
                          _c_decay_pair_rows, _c_first_ce_init_rows, _c_first_ce_row,
                          _c_lasso_coeff_rows, _c_measured_held_out_rows, _c_measured_rows,
                          _c_other_setting_rows, _c_rerun_rows, _c_stage_spread_rows,
-                         _c_table4_rows, _c_task40_rows, _c_third_party_rows,
+                         _c_table4_rows, _c_labels40_rows, _c_third_party_rows,
                          _c_v100_measured_rows, _c_weak_lasso_rows, _mean_at, _past_last_decay,
                          _pt_method, _run_step_seconds, _settled, _train_flops_frac, _v100_runs,
-                         rows_c, task40_run_files)
+                         rows_c, labels40_run_files)
 from .sdgp import (PUB_D_ACCURACY, PUB_D_NM_ACCURACY, rows_d_accuracy, rows_d_tensorcore,
                    rows_d_whole_step)
 from .silicon import _silicon, rows_s_silicon

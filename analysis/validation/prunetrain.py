@@ -1859,8 +1859,3 @@ def _c_comm_rows(quick: bool, dense_m) -> Iterator[Row]:
                       note=f"all-reduce bytes saving {pct(1)} (dynamic batch: fewer iterations); "
                            f"per-device batch, relative: {grown['relative']}; device: "
                            f"{grown['device']}")
-
-
-# The names analysis/validation/__init__.py imports until it takes _c_labels40_rows and
-# labels40_run_files (a request to its owner); remove with that change
-_c_task40_rows, task40_run_files = _c_labels40_rows, labels40_run_files

@@ -112,7 +112,8 @@ def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
                    f"(non-GEMM kernels {base['ops'] * 1e3:.2f} vs {b14['ops'] * 1e3:.2f} ms); "
                    f"conv/FC GEMMs alone give {(base['gemm'] / b14['gemm'] - 1) * 100:+.1f} %"
                    f"; error budget: a fixed per-step time X common to both networks (input "
-                   f"pipeline, session overhead; no source, not modeled) would explain the "
+                   f"pipeline, the framework's per-step overhead; no source, not modeled) would "
+                   f"explain the "
                    f"published figure at X = {_implied_fixed_ms(base['whole'], b14['whole']):.2f}"
                    " ms",
               points=True)

@@ -202,7 +202,7 @@ FAMILY = (
         MethodInfo("prunetrain", "channels", "weights", ("fwd", "agbp", "wgc"), "channels",
                    transforms_tensor=False),
         # wd: the training's SGD weight decay (None: the authors' for the data set, 5e-4 on
-        # CIFAR, 1e-4 on ImageNet; sim.system.lasso_model.authors_weight_decay), an input of the
+        # CIFAR, 1e-4 on ImageNet; sim.system.prunetrain_model.authors_weight_decay), an input of the
         # lasso model. timing: "wall" (the step's whole time) or "authors" (as PruneTrain's
         # scripts time a step: less the group-lasso penalty's forward, sim.stepops._method_ops)
         {"rho": Param(rate, 0.2), "interval": Param(pos_int, 10),

@@ -10,8 +10,8 @@ Counted from the workload's tensor shapes, as PyTorch autograd keeps them for th
     upper end of what cuDNN's algorithms ask for.
   weights, gradients, optimizer state: fp32 master weights, gradients and SGD momentum (4 B each).
   peak extra: what a framework's peak allocation holds beyond all of the above, as a share of the
-    activations (FrameworkProfile.activation_overhead, measured by tools/measure_memory.py and
-    fitted by sim.system.memory_fit; 0 where a profile has no measurement).
+    activations (FrameworkProfile.activation_overhead, measured by research.prunetrain.measure_memory and
+    fitted by research.prunetrain.memory_fit; 0 where a profile has no measurement).
   reserved: CUDA context and allocator slack, from the cluster's device section.
 """
 from __future__ import annotations

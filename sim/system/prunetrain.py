@@ -27,7 +27,7 @@ footprint within the dense network's at the initial batch: the initial batch tak
 device) and "compute" (the iteration's MACs, PruneTrain's own count `authors_macs`, within the
 dense network's at the initial batch: the per-iteration work held). METHODS.md states the memory
 rule; none of the three fits both published schedules at the published FLOPs in the authors'
-networks' shape (docs/system.md, issue 15 session 32), so the default stays "device".
+networks' shape (docs/system.md), so the default stays "device".
 """
 from __future__ import annotations
 
@@ -78,11 +78,11 @@ def lasso_trajectory(workload: Workload, rho: float, interval: int, epochs: int,
                      global_batch: int, samples: int | None = None,
                      depth: float = 1.0, weight_decay: float | None = None,
                      blocks: bool = True) -> Trajectory:
-    """The default PruneTrain trajectory: the lasso-dose model (sim.system.lasso_model) fitted to
-    the bundled real runs, with rho and the dataset's schedule as inputs (depth, blocks: see
-    lasso_model.model_trajectory; 1 and True are the model; weight_decay: the SGD decay, default
-    the authors' for the data set, lasso_model.default_schedule)."""
-    from sim.system.lasso_model import default_schedule, model_trajectory
+    """The default PruneTrain trajectory: the lasso-dose model (sim.system.prunetrain_model) fitted to
+    real group-lasso runs (its stored fit), with rho and the dataset's schedule as inputs (depth, blocks: see
+    prunetrain_model.model_trajectory; 1 and True are the model; weight_decay: the SGD decay,
+    default the authors' for the data set, prunetrain_model.default_schedule)."""
+    from sim.system.prunetrain_model import default_schedule, model_trajectory
     ds = workload.dataset or ""
     samples = samples or DATASET_SAMPLES.get(ds)
     if samples is None:
@@ -172,13 +172,13 @@ def _one_channel_blocks_removed(doc: dict, raw: dict, workload: Workload) -> int
     """A run file written before runs recorded dead spaces (per_epoch entries without `dead`)
     keeps a space whose channels all died at one all-zero channel, where PruneTrain removes the
     block. From the first lr decay on (the first epoch the logged lr leaves its maximum:
-    lasso_model.high_lr_epochs, the same rule as the block-death fit's rows), read a residual
+    prunetrain_model.high_lr_epochs, the same rule as the block-death fit's rows), read a residual
     path's inner space at one channel as dead (width 0 on both sides; edits raw in place). Why
     only then: the run with `dead` records (resnet20-digits8 rho 0.25) held 117 of its 394
     one-channel space-epochs live, all before the decay, while the lr kept a last channel
     hovering over the zeroing threshold; after it, 5 of 6 one-channel spaces were dead
-    (docs/system.md, session 18). Returns the blocks removed at the last point."""
-    from sim.system.lasso_model import high_lr_epochs
+    (docs/system.md). Returns the blocks removed at the last point."""
+    from sim.system.prunetrain_model import high_lr_epochs
     per, run = doc.get("per_epoch"), doc.get("run")
     if not (isinstance(per, list) and per and isinstance(run, dict)) \
             or any(isinstance(x, dict) and "dead" in x for x in per):
@@ -379,7 +379,7 @@ class Run:
 
 
 # The dynamic mini-batch's capacity rules (module docstring); "compute" is not the paper's stated
-# rule: it fits the published ImageNet steps, the memory rules do not (docs/system.md, session 32)
+# rule: it fits the published ImageNet steps, the memory rules do not (docs/system.md)
 BATCH_RULES = ("device", "relative", "compute")
 
 

@@ -1,7 +1,7 @@
 """PruneTrain channel trajectories: per-layer (c_in, c_out) from each reconfiguration epoch on.
 
 The data type shared by the trajectory sources (files and the parametric model in
-sim.system.prunetrain, the lasso-dose model in sim.system.lasso_model); it lives below both so
+sim.system.prunetrain, the lasso-dose model in sim.system.prunetrain_model); it lives below both so
 that neither imports the other for it.
 """
 from __future__ import annotations
