@@ -481,7 +481,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
                          "memory model; kept anyway")
     skip_sets, comm_skip = _wgc_skips(workload, method, notes)
     step_method = (plan, method) if plan is not None and plan != method else method
-    if any(m.id == "prunetrain" and m.get("timing") == "authors"
+    if any(method_info(m).is_channel_plan and m.get("timing") == "authors"
            for m in method_parts(step_method)):
         notes.append("prunetrain timing=authors: each step without the group-lasso penalty's "
                      "forward, as the paper's scripts timed it (the wall time is longer)")
