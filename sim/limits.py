@@ -106,8 +106,8 @@ BUDGETS: dict[str, Budget] = {
     "train_iterations": Budget(1e9, "iterations", True, "epochs x iterations of `train`"),
     "train_steps": Budget(20_000, "steps", True, "simulated steps of `train`: per distinct "
                           "(widths, batch) configuration of each run, its layers (each a "
-                          "cycle-level engine evaluation, ~2-3 ms) and its all-reduce buckets x "
-                          "the collective model's steps"),
+                          "cycle-level engine evaluation, ~1-3 ms) and its all-reduce buckets x "
+                          "the collective model's steps (a tenth each)"),
     "synth_layer_samples": Budget(100_000, "layer-samples", True, "layers x batch of one "
                                   "synthetic trace (~1 ms each: the sample streams of a layer)"),
     "sweep_layer_evaluations": Budget(10_000_000, "layer evaluations", True, "traces x "
