@@ -254,6 +254,7 @@ def test_schedules_follow_the_authors_configs():
     assert [c.lr_at(e) for e in (89, 90, 134, 135)] == pytest.approx([0.2, 0.02, 0.02, 0.002])
 
 
+@pytest.mark.slow   # refits the research model (tens of seconds)
 def test_networks_without_residual_nodes_do_not_enter_the_residual_fit():
     """A VGG run has no residual nodes: its constant 'residual keep' of 1 must not pull the
     residual fit (it once did: residual RMS 0.145 with them, 0.101 without, over 36 runs)."""
@@ -470,6 +471,7 @@ def test_map_depth_runs_from_the_largest_to_the_smallest_maps():
     assert map_depth(w, res[:1]) == pytest.approx([0.0])
 
 
+@pytest.mark.slow   # refits the research model (tens of seconds)
 def test_one_tilt_per_halving_fits_vgg_and_resnet_runs_alike():
     """The depth measure is decided by the runs: with z in halvings of the map side, the bundled
     VGG runs (32 -> 2: 4 halvings) and ResNet runs (2 halvings) give the same tilt within one
