@@ -1004,7 +1004,7 @@ def _c_v100_measured_rows() -> Iterator[Row]:
               note=f"measured = {1e3 * icpt:.2f} ms + {slope:.2f} x engine over {len(fit_x)} "
                    "epochs; 1.0 would be an engine whose savings the GPU realizes; the dense "
                    "step matches (row above), so the engine's pruned steps are too fast: see "
-                   "docs/system.md, 'The engine against a real V100'")
+                   "docs/explanation/system.md, 'The engine against a real V100'")
     yield from _c_v100_196_rows(runs, w)
     yield from _c_v100_resnet50_row()
 
@@ -1356,7 +1356,7 @@ def _c_third_party_rows(third_party: list | None = None) -> Iterator[Row]:
                   status="input",
                   note=f"RMS over its {len(r.lrsteps)} reconfiguration epochs {rms:.3f}; first "
                        f"cut at epoch {on[0]}, model {on[1]} (a real run, not a published number; "
-                       "docs/system.md: joined to the fit, it fits them 2-4x "
+                       "docs/explanation/system.md: joined to the fit, it fits them 2-4x "
                        "better and Table 1's FLOPs rows worse)")
 
 
@@ -1640,7 +1640,7 @@ def _c_authors_mobilenet_rows() -> Iterator[Row]:
                   100 * nets["model's"].macs() / w.macs(), "%", src, status="input",
                   note="without a classifier floor on ImageNet (prunetrain_model.NOT_INTERPOLATED); "
                        "with the floor at 1000 classes the model kept both 7 x 7 spaces at 1000 "
-                       "(docs/system.md)")
+                       "(docs/explanation/system.md)")
 
 
 def _c_authors_imagenet_step_rows() -> Iterator[Row]:
@@ -1750,7 +1750,7 @@ def _c_authors_level_rows() -> Iterator[Row]:
                   note="below 1: the model's final VGG networks cost less than the authors'; "
                        "their channel-weighted keep is near theirs, the FLOPs differ by where "
                        "the channels go: the authors cut the small-map layers harder "
-                       "(docs/system.md)")
+                       "(docs/explanation/system.md)")
         import numpy as np
         th, ou = np.array(first).T
         yield Row("C", "VGG on CIFAR: the first conv's kept fraction, the authors' final networks "

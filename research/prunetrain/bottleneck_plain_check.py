@@ -16,7 +16,7 @@ prints the RMS of the plain kept fraction over every epoch and the final values,
 
     python -m research.prunetrain.bottleneck_plain_check [--refit]
 
-docs/system.md records what it printed.
+docs/explanation/system.md records what it printed.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 PruneTrain sets lambda at the first iteration from that loss (lambda = rho CE0 / ((1 - rho) R0)),
 and the trajectory model takes CE0 = ln(classes) + Fit.ce0_offset, the offset the bundled runs
-logged at 10-20 outputs (docs/system.md). This measures it directly for any
+logged at 10-20 outputs (docs/explanation/system.md). This measures it directly for any
 workload and class count: the network built from the workload (sim.capture.torchnet), the
 authors' init (convs He fan-out, BN weight 1 / bias 0, FC PyTorch's default), one forward in
 training mode (batch-norm on the batch's own statistics, as the first step is), offline images

@@ -62,7 +62,7 @@ LAGS = (0.0, 0.25, 0.5, 0.75, 1.0)
 # the hovering share on natural images as a fraction of the kind's (KindFit.nat_hover), searched
 # last: at the first lr decay the residual nodes of the digits and Fashion-MNIST runs release
 # 0.17 of their channels on average, those of the natural-image runs 0.05, where one share for
-# both put 0.17 / 0.15 (decay_release; docs/system.md)
+# both put 0.17 / 0.15 (decay_release; docs/explanation/system.md)
 NAT_HOVERS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TILTS = np.linspace(0.0, 10.0, 81)    # depth tilts t tried by the fit (keep_s = K^(m e^(t z_s)))
 BLOCK_TILTS = np.linspace(0.0, 4.0, 17)   # later-block exponents b tried (plain spaces only)
@@ -88,7 +88,7 @@ CLOCK_XIS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 # spaces inside bottleneck blocks keep more than basic blocks' at both widths tried, but by
 # amounts one E exponent cannot hold (the 4x-wide runs keep 0.45 / 0.94 at rho 0.25 / 0.1, the
 # narrow 0.29 / 0.77, at the same E = 4), and fitting the kind to them too changed its clock
-# and shape and raised its RMS from 0.076 to 0.126 (docs/system.md). The residual
+# and shape and raised its RMS from 0.076 to 0.126 (docs/explanation/system.md). The residual
 # kind takes them at no cost (RMS 0.109 -> 0.110).
 PLAIN_FROM_BASIC = True
 # The plain kind's clock below the level runs' lambda / n0 (fit_clock_cap). The basic-block and
@@ -96,7 +96,7 @@ PLAIN_FROM_BASIC = True
 # (beta 0; a dose clock raises their RMS from 0.083 to 0.14): at their lambda / n0 (7e-5 to 2e-3)
 # a group dies no sooner than the network's learning lets it, whatever the lasso's strength. The
 # bottleneck runs, whose lambda / n0 reaches down to 4e-6, start pruning later the weaker the
-# dose: first dead inner channel at epoch 21 to 90 as lambda / n0 falls 35x (docs/system.md),
+# dose: first dead inner channel at epoch 21 to 90 as lambda / n0 falls 35x (docs/explanation/system.md),
 # where the uncapped clock starts all of them at epoch ~17. So below a cap the clock
 # is the lasso dose, (min(lambda / n0, cap) / cap)^beta x lr-weighted steps. (beta, cap) are
 # fitted jointly to the level runs' kept fractions and the bottleneck runs' plain-space time
@@ -117,13 +117,13 @@ CAPS = tuple(float(x) for x in np.geomspace(1e-5, 1e-3, 21))
 # rho 0.03 and 0.05, 0.5-0.8 above 0.1). On P itself, not on the pressure with the input factors:
 # the fit of every run prefers it (RMS 0.0945 against 0.0954), and on the factored pressure the
 # threshold put ImageNet at rho 0.1 below it, unpruned, where the authors' own ImageNet network
-# at rho 0.1 keeps 0.70 / 0.66 (docs/system.md). Searched with gamma (GAMMAS).
+# at rho 0.1 keeps 0.70 / 0.66 (docs/explanation/system.md). Searched with gamma (GAMMAS).
 P0S = (0.0, 0.02, 0.05, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25)
 # The exponents z of the threshold's drift on the clock tried (drift_factor; 0: none), jointly
 # with the threshold and gamma. 1 was tried as well, in a full refit: the search takes it at the
 # level stage, and the finished fit is worse on the runs (RMS 0.0948 against 0.0946; the weak
 # runs' ends 0.85 / 0.67 against the measured 0.94 / 0.76, z = 0.5: 0.92 / 0.72), so the grid
-# stops at 0.5 (docs/system.md).
+# stops at 0.5 (docs/explanation/system.md).
 DRIFTS = (0.0, 0.5)
 
 
@@ -747,7 +747,7 @@ def death_rows(runs, fit: Fit, last_only: bool = False) -> tuple[np.ndarray, ...
     apart), whether the space was dead (SpaceData.dead_or_one), and the network's expansion E
     (the narrow bottlenecks' inner spaces die far less often than basic blocks' at the same
     predicted width: 18 of 216 space-epochs at 4-8 channels against 390 of 810, none of 302 at
-    8-32 against 134 of 2041; docs/system.md). Why not before the decay:
+    8-32 against 134 of 2041; docs/explanation/system.md). Why not before the decay:
     while the lr is at its maximum a space's last channel hovers above the zeroing threshold
     (the run with `dead` records, resnet20-digits8 rho 0.25: a space held one live channel from
     epoch 39 to 90, and 117 of its 394 one-channel space-epochs were live, all before the decay;

@@ -58,7 +58,7 @@ OUT = RUNS_DIR
 # interval 10, then the same dose reached two other ways (half the lr; twice the batch = half the
 # steps), then ResNet-32. VGG-11 needs 32 x 32 inputs (five 2x2 pools), ~50 min a run on one
 # core: not bundled. Batch 16 and a late lr decay (80 %, 90 %) buy lasso dose lr*lambda*steps on a
-# CPU budget: what sets the pruning speed (docs/system.md).
+# CPU budget: what sets the pruning speed (docs/explanation/system.md).
 _R20 = dict(epochs=60, batch=16, decay_at=(0.8, 0.9))
 _C16 = dict(PAPER_CIFAR, dataset="cifar10", size=16, shift=2, flip=True)
 _C16P = dict(PAPER_CIFAR_GPU, dataset="cifar10", size=16, shift=2, flip=True)
@@ -174,7 +174,7 @@ BOTTLENECK_GRID = [RunConfig("resnet29-bottleneck", r, 10, **_C16, init="he_fan_
 # block's capacity? ~16x the MACs: a GPU grid (`--grid bottleneck-wide --device cuda`), same
 # setting step for step, so the two widths compare at the same dose schedule. On an
 # H200: ~5 min a run, two at once. The inner spaces kept more still: the expansion, not a narrow
-# block (docs/system.md). The narrow grid's H200 repeats are in held-out/h200/ (a device control).
+# block (docs/explanation/system.md). The narrow grid's H200 repeats are in held-out/h200/ (a device control).
 BOTTLENECK_WIDE_GRID = [dataclasses.replace(c, workload="resnet29-bottleneck-w4")
                         for c in BOTTLENECK_GRID]
 # Table 1's own CIFAR-10 networks at 32 x 32 on CIFAR-10 itself (CIFAR_GRID's setting: the
@@ -205,7 +205,7 @@ VGG_WD_GRID = [RunConfig("vgg11-cifar", r, 10, **_C, weight_decay=5e-4) for r in
 # 16 x 16 CIFAR-10 (stages at 16/8/4/2), the bottleneck-wide grid's setting step for step: the
 # spread was learnt over three stages, and the authors' ImageNet ResNet-50s prune the first stage
 # and the middle stages' inner spaces and keep the last stage's inner spaces, the reverse of the
-# model's spread there (docs/system.md). One H200: rho 0.25 / 0.1 two at once for 485 s
+# model's spread there (docs/explanation/system.md). One H200: rho 0.25 / 0.1 two at once for 485 s
 # (~3.2 s an epoch each: epochs 145 / 153 of 182), rho 0.2 alone for 225 s (~1.9 s an epoch: 118),
 # written from their logs (--stop-after); fitted since. A whole run alone needs ~6 min.
 RESNET50_GRID = [RunConfig("resnet50-cifar-gap", r, 10, **_C16, init="he_fan_out")
@@ -240,7 +240,7 @@ CAP_CHECK_GRID = [RunConfig("resnet20", r, 10, **_C16, init="he_fan_out") for r 
 # twice its steps an epoch (same lr, batch, decays at the same epochs): the lr-step clock puts
 # the first dead channel at ~4x / ~0.5x the epoch of the 196-step run, an epoch clock at the same
 # epoch. 6 / ~45 min on one core; predicted by the fit without them before they were fitted
-# (docs/system.md).
+# (docs/explanation/system.md).
 CLOCK_GRID = [RunConfig("resnet20", 0.25, 10, **{**_C16, "epoch_steps": s}, init="he_fan_out")
               for s in (49, 392)]
 # A check of the lag (KindFit.lag), held out (`--grid clock-check --out
@@ -264,7 +264,7 @@ LABELS20_WD_GRID = [dataclasses.replace(c, weight_decay=5e-4) for c in LABELS20_
 # says. Does a chain's cut speed up with the decay as ResNet-20's does? 79 / 48 min (1e-4 / 5e-4)
 # on one core, two at once: `--grid chain-wd --jobs 2 --out
 # research/prunetrain/data/held-out/chain-wd` (half the cut 3.0x sooner at 5e-4, the model's 3.3x;
-# docs/system.md).
+# docs/explanation/system.md).
 CHAIN_WD_GRID = [RunConfig("vgg11-cifar-gp", 0.25, 10, **_C16, init="he_fan_out",
                            weight_decay=wd) for wd in (1e-4, 5e-4)]
 # A second label-count pair beyond ten labels (held out, held-out/labels40): the task term
@@ -291,7 +291,7 @@ LABELS40_SEED_GRID = [dataclasses.replace(c, seed=1) for c in LABELS40_GRID]
 # lasso at its threshold, at a P (0.111) far above the 10-label one: does the threshold rise with
 # the labels? If it did (as T^0.6 would put ImageNet's at rho 0.1), the 40-label run would keep
 # ~0.88 of its plain channels where its folded control keeps ~0.73, and start later. Measured:
-# 0.70 and 0.73, first cut at epoch 31 and 34 (docs/system.md). Predicted first (`--predict --grid
+# 0.70 and 0.73, first cut at epoch 31 and 34 (docs/explanation/system.md). Predicted first (`--predict --grid
 # labels40-weak`); `--grid labels40-weak --jobs 2 --out
 # research/prunetrain/data/held-out/labels40-weak` (~55 min for both on two cores).
 LABELS40_WEAK_GRID = [dataclasses.replace(c, rho=0.05) for c in LABELS40_GRID]
@@ -439,7 +439,7 @@ def main(argv=None) -> int:
                     help="write the run records of the third-party runs of the authors' code "
                          "(data/reruns: CIFAR-100 VGG-11, widths at reconfigurations only) into "
                          "data/held-out/third-party (with --out: into OUT), fitted to nothing "
-                         "(docs/system.md: joined to the fit, they cost Table 1's agreement)")
+                         "(docs/explanation/system.md: joined to the fit, they cost Table 1's agreement)")
     ap.add_argument("--stop-after", type=float, metavar="SECONDS", default=None,
                     help="wall-clock budget from now: each run stops at its first epoch end past "
                          "it and is written from its log (needs --log-dir); runs not started by "

@@ -2,7 +2,7 @@
 """Measure a training step's peak GPU memory and put it beside sim.system.memory's footprint.
 
 The dynamic mini-batch rows of validation C depend on how memory falls as channels are pruned
-(docs/system.md, "a depth tilt"): fed the authors' own pruned ResNet-50, the model's autograd
+(docs/explanation/system.md, "a depth tilt"): fed the authors' own pruned ResNet-50, the model's autograd
 footprint keeps 87 % of the dense activations, too much for the paper's 64 -> 96 -> 128 growth.
 This tool measures what PyTorch really holds, for the dense network and for the pruned widths of
 a trajectory, so a run on a device can check the memory model and the capacity rule:

@@ -27,7 +27,7 @@ footprint within the dense network's at the initial batch: the initial batch tak
 device) and "compute" (the iteration's MACs, PruneTrain's own count `authors_macs`, within the
 dense network's at the initial batch: the per-iteration work held). METHODS.md states the memory
 rule; none of the three fits both published schedules at the published FLOPs in the authors'
-networks' shape (docs/system.md), so the default stays "device".
+networks' shape (docs/explanation/system.md), so the default stays "device".
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def _one_channel_blocks_removed(doc: dict, raw: dict, workload: Workload) -> int
     only then: the run with `dead` records (resnet20-digits8 rho 0.25) held 117 of its 394
     one-channel space-epochs live, all before the decay, while the lr kept a last channel
     hovering over the zeroing threshold; after it, 5 of 6 one-channel spaces were dead
-    (docs/system.md). Returns the blocks removed at the last point."""
+    (docs/explanation/system.md). Returns the blocks removed at the last point."""
     from sim.system.prunetrain_model import high_lr_epochs
     per, run = doc.get("per_epoch"), doc.get("run")
     if not (isinstance(per, list) and per and isinstance(run, dict)) \
@@ -379,7 +379,7 @@ class Run:
 
 
 # The dynamic mini-batch's capacity rules (module docstring); "compute" is not the paper's stated
-# rule: it fits the published ImageNet steps, the memory rules do not (docs/system.md)
+# rule: it fits the published ImageNet steps, the memory rules do not (docs/explanation/system.md)
 BATCH_RULES = ("device", "relative", "compute")
 
 

@@ -25,7 +25,7 @@ init (PyTorch's default, kaiming-uniform, a = sqrt(5): an output-channel group o
 sqrt(1/3), an input-channel group sqrt(K / (3 C)); or the authors' He fan-out); on the bundled
 runs the analytic R0 is within 0.4 % of the logged one. Its CE0 is ln(classes) + Fit.ce0_offset,
 the runs' median first CE above ln(outputs) (0.17: the first logits are not uniform; with ln
-(classes) alone a prediction's lambda was 7 % below the runs' on the median; docs/system.md).
+(classes) alone a prediction's lambda was 7 % below the runs' on the median; docs/explanation/system.md).
 An offset, not a ratio of ln(classes): logits spread with variance s^2 over the
 classes give CE0 ~ ln(classes) + s^2 / 2 at any class count, and four networks at their init
 measured the same offset at 10 and 100 classes within 0.05 (research.prunetrain.first_ce).
@@ -54,18 +54,18 @@ their convs still uses, the channel union), each kind fitted separately (KindFit
     ResNet-29 runs, narrow and at ResNet-50's inner widths, prune their residual nodes deeper
     and their blocks' inner spaces less than their ResNet-20 twins; ResNet-50 is a bottleneck
     network. The residual kind's xi and xi_clock are fitted to them; the plain kind is fitted to
-    basic-block and VGG runs only, PLAIN_FROM_BASIC in research.prunetrain.fitting; docs/system.md)
+    basic-block and VGG runs only, PLAIN_FROM_BASIC in research.prunetrain.fitting; docs/explanation/system.md)
 
 with the clock generalised to u = sum lr*steps/(1 - momentum) * (lambda/n0)^beta (beta 1: the dose
 above; 0: lr-weighted steps), or, with a cap (KindFit.cap; the plain kind, fit_clock_cap),
 (min(lambda/n0, cap) / cap)^beta: lr-weighted steps where the lasso is strong, the dose where it
-is weak (the bottleneck runs' onsets, docs/system.md), H = 1 while the
+is weak (the bottleneck runs' onsets, docs/explanation/system.md), H = 1 while the
 schedule's lr is at its maximum: a share h of the channels the lasso has killed still hover
 above 1e-4 until the first lr decay (the runs show the burst; on natural images h x nat_hover,
 KindFit.nat_hover: their residual nodes release a third as many there), and from that decay on e
 is taken at u + lag u_on (KindFit.lag, LAGS): the groups the lasso had nearly driven down fall
 below the count once the lr, and the SGD noise that holds them up, is 10x smaller (ResNet-20
-at a quarter of the lr x steps an epoch, whose cut was under way at the decay: docs/system.md).
+at a quarter of the lr x steps an epoch, whose cut was under way at the decay: docs/explanation/system.md).
 The clock is lr-weighted steps, not epochs, on natural images too: at 1/4, 1 and 2x the paper's
 lr x steps an epoch the first dead channel came at epoch 56 / 14 / 7 (`--grid clock`). beta, m,
 gamma, h, lag, u_on, u_scale and a are fitted by least squares to every run's per-epoch kept
@@ -181,7 +181,7 @@ def task_information(classes: int) -> float:
     the method itself normalises lambda by CE0 = ln(classes), and the count would extrapolate
     from 2-10 classes to ImageNet's 1000 by 100x instead of 3x. Beyond ten the runs disagree:
     the 20-class CIFAR-10 + Fashion-MNIST run pruned deeper than its 10-label control, so the
-    fitted exponent is a compromise over 2-20 classes (docs/system.md)."""
+    fitted exponent is a compromise over 2-20 classes (docs/explanation/system.md)."""
     return math.log(max(int(classes), 2)) / math.log(10)
 
 
@@ -191,7 +191,7 @@ def lasso_pressure(rho: float) -> float:
     The data's difficulty D (training CE in the high-lr phase / ln classes) is measured in every
     run and reported, not a model input: the runs on noisy digits (CE 3-15x the clean runs') end
     at about the same kept fractions as the clean ones, so the loss level the data keeps up does
-    not protect channels (irreducible loss needs no capacity); docs/system.md."""
+    not protect channels (irreducible loss needs no capacity); docs/explanation/system.md."""
     return rho / (1 - rho)
 
 
@@ -362,7 +362,7 @@ def map_depth(workload: Workload, spaces: list[str]) -> np.ndarray:
     fit_spread on each family), where depth as a share of the network (0..1) would need 0.75 for
     the ResNets and two thirds more for VGG. The authors' own final VGG networks
     (research/prunetrain/data/authors) cut their 2 x 2 layers far harder than their 32 x 32
-    ones (docs/system.md)."""
+    ones (docs/explanation/system.md)."""
     area = space_areas(workload)
     if not spaces:
         return np.zeros(0)
@@ -636,7 +636,7 @@ def drift_factor(pg, p0: float, z: float):
     g shrinks at lr (lambda - g) per step, not lr lambda, while lambda > g; the level's threshold
     p0 is where lambda meets the least g of the groups the loss uses, so near it the groups the
     lasso kills first drift down slowly, and a lasso at the threshold never finishes one
-    (docs/system.md)."""
+    (docs/explanation/system.md)."""
     if not (z and p0):
         return np.ones_like(pg) if isinstance(pg, np.ndarray) else 1.0
     return np.maximum(0.0, 1.0 - p0 / np.asarray(pg, dtype=float)) ** z
@@ -695,7 +695,7 @@ def model_trajectory(workload: Workload, rho: float, interval: int, sched: Sched
     # the temperature is held at 1: the CIFAR schedule is at PAPER_PSL, and ImageNet's (0.1 per
     # 256) at half of it, below every measured run (1x-8x, a step between 1x and 4x), where the
     # fitted power law would be an extrapolation (it would keep 1.2x more at rho 0.25 on ImageNet;
-    # docs/system.md)
+    # docs/explanation/system.md)
     natural = natural_images(workload.dataset)
     decay = sched.weight_decay / REF_WEIGHT_DECAY
     ex = expansion(workload)
