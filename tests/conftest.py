@@ -53,7 +53,7 @@ def run_main(argv, capsys):
     """`prunesim ARGV` in this process: (exit status, stdout, stderr)."""
     from sim.cli import main
     try:
-        rc = main(argv)
+        rc = main([str(a) for a in argv])
     except SystemExit as e:
         rc = e.code
     out = capsys.readouterr()

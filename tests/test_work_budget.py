@@ -13,7 +13,7 @@ import random
 import pytest
 
 from sim import limits
-from sim.cli import main
+from conftest import run_main as run
 from sim.system import collectives as co
 
 
@@ -22,15 +22,6 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PRUNESIM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PRUNESIM_PROGRESS", "0")
-
-
-def run(argv, capsys):
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def refused(argv, capsys, *needles) -> str:
