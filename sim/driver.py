@@ -15,6 +15,7 @@ records, sweeps, the API, the report, plots, validation and the system timeline 
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import warnings
@@ -34,6 +35,11 @@ def engines_for(hws) -> list[Engine]:
     from sim.hwconfig import HwConfig, load_hwconfig
     return [engine_for(h if isinstance(h, HwConfig) else load_hwconfig(h)) for h in hws]
 
+
+# how far the calling thread runs ahead of the CPU workers (run_trace): layers, and bytes of the
+# recorded tensors those layers' method results were made from
+AHEAD_LAYERS = 4
+AHEAD_BYTES = 256 << 20
 
 STEP_PHASES = ("fwd-ops", "bwd-ops", "optimizer", "framework")
 
@@ -233,6 +239,11 @@ class EnginePool:
         return self.pool.submit(ctx.run, phase_rows, engine, *args, quiet=False, **kw)
 
     @staticmethod
+    def done(parts: list) -> bool:
+        """Whether every part of `parts` is ready (collect would not wait)."""
+        return all(isinstance(p, list) or p.done() for p in parts)
+
+    @staticmethod
     def collect(parts: list) -> tuple:
         """The rows of `parts` (lists and futures of lists) in order, waiting for the futures."""
         out: list[PhaseRow] = []
@@ -264,6 +275,7 @@ def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
     need_csr = any(e.hw.kind == "cpu" for e in engines)
     scale = trace.batch / trace.recorded_batch
     pool = EnginePool(engines, threads)
+    ahead: collections.deque = collections.deque()
     try:
         for rec, arr, stats in stream_checked(trace, "dO", iteration):
             full = w.layer(rec.layer)
@@ -291,7 +303,17 @@ def run_trace(trace, methods, engines: list[Engine], *, seed: int = 0,
                 for e in engines:
                     parts.append(pool.rows(e, layer, trace.batch, mr, method=m.label,
                                            iteration=rec.iteration, epoch=rec.epoch, seed=seed))
-            yield LayerRun(tuple(lrows), pool.collect(parts))
+            ahead.append((tuple(lrows), parts, arr.nbytes))
+            # while the CPU workers finish a layer, this thread goes on with the next layers'
+            # methods and GPU engines (a barrier per layer left a core idle); layers still come
+            # out in order, and at most AHEAD_LAYERS / AHEAD_BYTES of them wait
+            while ahead and (len(ahead) > AHEAD_LAYERS or sum(a[2] for a in ahead) > AHEAD_BYTES
+                             or pool.done(ahead[0][1])):
+                lr, ps, _ = ahead.popleft()
+                yield LayerRun(lr, pool.collect(ps))
+        while ahead:
+            lr, ps, _ = ahead.popleft()
+            yield LayerRun(lr, pool.collect(ps))
     finally:
         pool.close()
 

@@ -177,3 +177,34 @@ def test_workers_see_the_callers_cache_model():
     models = {k.details.get("cache_model") for _, phases, _ in rows for r in phases
               for k in r.kernels if k.kernel == "spmm"}
     assert models == {"profile"}
+
+
+def test_the_calling_thread_runs_ahead_of_the_cpu_workers(monkeypatch):
+    # a CPU worker held on the first layer until the methods have been applied to the third: with
+    # a barrier per layer the calling thread would wait for the worker and the event never be set
+    import threading
+    import sim.methods
+    from sim.engines.cpu.engine import CpuEngine
+    layers_seen, third = [], threading.Event()
+    apply0, sim0 = sim.methods.apply_method, CpuEngine.simulate
+
+    def apply_method(spec, layer, *a, **kw):
+        if layer.name not in layers_seen:
+            layers_seen.append(layer.name)
+        if len(layers_seen) >= 3:
+            third.set()
+        return apply0(spec, layer, *a, **kw)
+
+    def simulate(self, job):
+        if not third.is_set():
+            waited.append(third.wait(timeout=20))
+            third.set()                            # on a failure, wait once, not per product
+        return sim0(self, job)
+
+    waited: list[bool] = []
+    monkeypatch.setattr(sim.methods, "apply_method", apply_method)
+    monkeypatch.setattr(CpuEngine, "simulate", simulate)
+    rows = _trace_rows(2)
+    assert waited and all(waited)
+    order = [methods[0].layer for methods, _, _ in rows]
+    assert order == layers_seen[:len(order)] and len(set(order)) == len(order)
