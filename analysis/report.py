@@ -184,6 +184,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from analysis import plots
     from sim.errors import PrunesimError
+    from sim.jit import announce_compiles
+    announce_compiles()      # on a terminal: say so while Numba compiles (a cold cache)
     token = plots._OUTPUTS.set((a.force, ()))
     try:
         run(Path(a.out), traces=tuple(a.trace) if a.trace else TRACES)

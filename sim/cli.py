@@ -209,7 +209,10 @@ def _add_prune_command(sub) -> None:
 
 
 def _add_engine_commands(sub) -> None:
-    """`prunesim gemm`, `layer` and `calibrate`: the engines directly."""
+    """`prunesim gemm`, `layer`, `calibrate` and `compile`: the engines directly."""
+    p = sub.add_parser("compile", help="compile the simulator's Numba kernels into the on-disk "
+                                       "cache ahead of a first run (make install does it)")
+    _handler(p, "sim.jit:cmd_compile")
     p = sub.add_parser("gemm", help="predict one GEMM (dense or sparse) on a hardware config")
     p.add_argument("--hw", required=True, help="hwconfig YAML or bundled name")
     p.add_argument("--m", type=_ranged("gemm_dim"), required=True)
@@ -443,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module, func = args._handler.split(":")
     try:
+        from sim.jit import announce_compiles
+        announce_compiles()      # on a terminal: say so while Numba compiles (a cold cache)
         from sim.limits import check_cli_inputs
         check_cli_inputs(args)   # a device, FIFO or directory given as an input file: refused
         return int(getattr(importlib.import_module(module), func)(args) or 0)
