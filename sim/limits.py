@@ -108,8 +108,9 @@ BUDGETS: dict[str, Budget] = {
                           "(widths, batch) configuration of each run, its layers (each a "
                           "cycle-level engine evaluation, ~1-3 ms) and its all-reduce buckets x "
                           "the collective model's steps (a tenth each)"),
-    "synth_layer_samples": Budget(100_000, "layer-samples", True, "layers x batch of one "
-                                  "synthetic trace (~1 ms each: the sample streams of a layer)"),
+    "synth_layer_samples": Budget(100_000, "layer-samples", True, "layers x recorded batch "
+                                  "x iterations of one synthetic trace (`trace synth`, a sweep's "
+                                  "workloads; ~1 ms each: the sample streams of a layer)"),
     "sweep_layer_evaluations": Budget(10_000_000, "layer evaluations", True, "traces x "
                                       "iterations x layers x hardware x methods of one sweep"),
     "synth_bytes": Budget(64 * 2 ** 30, "B", True, "bytes of one synthetic trace (also: never "

@@ -193,3 +193,12 @@ def test_sweep_refuses_replay_work_above_its_budget(tmp_path, monkeypatch, capsy
     refused(["sweep", "--hw", "a100-sxm4-40gb", "--trace", sample, "--method", "dense",
              "--db", tmp_path / "r.sqlite", "--jobs", "1"], capsys, "iterations x",
             "layer evaluations", "--yes-large")
+
+
+def test_trace_synth_refuses_layer_samples_above_its_budget(tmp_path, monkeypatch, capsys):
+    _budget(monkeypatch, "synth_layer_samples", 1_000)
+    out = tmp_path / "t"
+    refused(["trace", "synth", "--workload", "cnn2", "--batch", "300", "--iterations", "2",
+             "--out", out], capsys, "layers x batch 300 x 2 iteration(s)", "layer-samples",
+            "--yes-large")
+    assert not out.exists()

@@ -462,6 +462,9 @@ def _check_size(out, wl: Workload, rec_batch: int, dtype: str, iterations: int, 
     what = f"{wl.name} at batch {rec_batch}, {iterations} iteration(s), {dtype}"
     check_budget("synth_bytes", total_bytes, out, "--batch/--iterations", yes_large=yes_large,
                  error=TraceError, what=what)
+    check_budget("synth_layer_samples", len(wl.layers) * rec_batch * iterations, out,
+                 "--batch/--iterations", yes_large=yes_large, error=TraceError,
+                 what=f"{len(wl.layers)} layers x batch {rec_batch} x {iterations} iteration(s)")
     free = free_disk(out)
     if free is not None and total_bytes > free:
         raise TraceError(out, "--batch/--iterations", f"{what}: {fmt_bytes(total_bytes)} does not fit "
