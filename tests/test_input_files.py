@@ -268,3 +268,24 @@ def test_node_budget_stops_before_composing_everything(monkeypatch, fast):
     with pytest.raises(ConfigError, match="more than 1,000 nodes"):
         load_yaml_text(many, "t", ConfigError, fast=fast)
     assert len(load_yaml_text("x:\n" + "- 1\n" * 900, "t", ConfigError, fast=fast)["x"]) == 900
+
+
+@pytest.mark.parametrize("reader", ["accuracy", "trajectory", "measurements", "tensor"])
+def test_the_python_readers_refuse_a_fifo_without_blocking(tmp_path, reader):
+    # the same rule through the API as through the command line: a FIFO with no writer would
+    # block an open() forever; each reader refuses it in one error naming the file
+    from sim.engines.gpu.calibrate import load_measurements
+    from sim.methods.tensor_cli import _read_tensor
+    from sim.system.prunetrain import load_trajectory
+    from sim.system.tta import load_curves
+    from sim.workload import load_workload
+    fifo = tmp_path / ("x.csv" if reader in ("accuracy", "trajectory") else "x.json"
+                       if reader == "measurements" else "x.npy")
+    os.mkfifo(fifo)
+    call = {"accuracy": lambda: load_curves(fifo),
+            "trajectory": lambda: load_trajectory(fifo, load_workload("cnn2")),
+            "measurements": lambda: load_measurements(fifo),
+            "tensor": lambda: _read_tensor(str(fifo))}[reader]
+    with pytest.raises(PrunesimError) as e:
+        call()
+    assert str(fifo) in str(e.value) and "FIFO" in str(e.value)

@@ -20,8 +20,8 @@ class TensorError(PrunesimError):
 
 def _read_tensor(path: str) -> np.ndarray:
     p = Path(path)
-    if not p.is_file():
-        raise TensorError(p, None, "no such file")
+    from sim.limits import check_input_file
+    check_input_file(p, error=TensorError, what="tensor file")   # a FIFO or device: refused
     try:
         a = np.load(p, allow_pickle=False)
     except Exception as e:  # noqa: BLE001 - a corrupt header can raise SyntaxError and others

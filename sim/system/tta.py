@@ -12,6 +12,7 @@ reported as "not reached", never as a number.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,31 +32,31 @@ def load_curves(path: str | Path) -> list[Curve]:
     if p.is_dir():
         p = p / "log.csv"
     file = str(p)
-    try:
-        f = open(p, newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(file, None, "no such accuracy file (a CSV or a trace directory)") from None
-    with f:
-        rd = csv.DictReader(f)
-        cols = set(rd.fieldnames or ())
-        acc_col = "accuracy" if "accuracy" in cols else "val_acc" if "val_acc" in cols else None
-        if "epoch" not in cols or acc_col is None:
-            raise ConfigError(file, "header", "expected columns epoch and accuracy (or a trace "
-                              "log's val_acc)")
-        by: dict[str | None, dict[int, float]] = {}
-        for i, row in enumerate(rd, start=2):
-            a = (row.get(acc_col) or "").strip()
-            if not a:
-                continue          # epoch not evaluated
-            try:
-                e, v = int(row["epoch"]), float(a)
-            except ValueError:
-                raise ConfigError(file, f"line {i}", "epoch must be an integer and "
-                                  f"{acc_col} a number") from None
-            if e < 0 or not math.isfinite(v):
-                raise ConfigError(file, f"line {i}", "negative epoch or non-finite accuracy")
-            m = (row.get("method") or "").strip() or None
-            by.setdefault(m, {})[e] = v
+    from sim.limits import BUDGETS, read_input_text
+    if not p.exists():
+        raise ConfigError(file, None, "no such accuracy file (a CSV or a trace directory)")
+    text = read_input_text(p, error=ConfigError, what="accuracy file",
+                           max_bytes=BUDGETS["text_bytes"].limit)
+    rd = csv.DictReader(io.StringIO(text, newline=""))
+    cols = set(rd.fieldnames or ())
+    acc_col = "accuracy" if "accuracy" in cols else "val_acc" if "val_acc" in cols else None
+    if "epoch" not in cols or acc_col is None:
+        raise ConfigError(file, "header", "expected columns epoch and accuracy (or a trace "
+                          "log's val_acc)")
+    by: dict[str | None, dict[int, float]] = {}
+    for i, row in enumerate(rd, start=2):
+        a = (row.get(acc_col) or "").strip()
+        if not a:
+            continue          # epoch not evaluated
+        try:
+            e, v = int(row["epoch"]), float(a)
+        except ValueError:
+            raise ConfigError(file, f"line {i}", "epoch must be an integer and "
+                              f"{acc_col} a number") from None
+        if e < 0 or not math.isfinite(v):
+            raise ConfigError(file, f"line {i}", "negative epoch or non-finite accuracy")
+        m = (row.get("method") or "").strip() or None
+        by.setdefault(m, {})[e] = v
     if not by:
         raise ConfigError(file, acc_col, "no accuracy values")
     return [Curve(m, tuple(sorted(d.items()))) for m, d in by.items()]

@@ -112,12 +112,12 @@ def check_entry(e, i: int, path: str) -> dict:
 def load_measurements(path: str | Path) -> dict:
     """A measurement file, validated: every entry complete and finite (refused naming the entry)."""
     p = str(path)
+    from sim.limits import BUDGETS, read_input_text
+    text = read_input_text(path, error=ConfigError, what="measurement file",
+                           max_bytes=BUDGETS["json_bytes"].limit)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"),
-                         parse_constant=lambda c: float(c))   # NaN/Infinity: refused per entry
-    except OSError as e:
-        raise ConfigError(p, None, f"cannot read the measurement file: {e.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as e:
+        doc = json.loads(text, parse_constant=lambda c: float(c))  # NaN/Infinity: refused per entry
+    except ValueError as e:
         raise ConfigError(p, None, f"not a JSON measurement file: {str(e).splitlines()[0]}") \
             from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
