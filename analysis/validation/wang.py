@@ -137,6 +137,38 @@ def rows_b(quick: bool = False, trace: Path = BUNDLED_TRACE) -> Iterator[Row]:
                       "this row is the method's own gain; the paper's schedules all approximate "
                       "the 2nd conv every other batch on this network (sim.methods.schedule), so "
                       "schedules 1-3 time alike", points=True)
+    yield from _b_train_rows(quick)
+
+
+def _b_train_rows(quick: bool) -> Iterator[Row]:
+    """`prunesim train`'s own end-to-end speedups (sim.system.prunetrain.simulate_run: the whole
+    step's SimPy timeline with the scheduled convs' WGC charged as the method's kernels), one
+    TITAN Xp, batch B_BATCH, the tensorflow-1 profile: ResNet-20 (published for schedule 1) and
+    VGG-19 (no published end-to-end figure: the computed rows the paper's VGG-19 runs stand for)."""
+    from sim.methods import parse_method
+    from sim.system.cluster import load_cluster
+    from sim.system.prunetrain import simulate_run
+    from sim.system.timeline import resolve_framework
+    from sim.workload import load_workload
+    cl = load_cluster("titan-xp-12gb").with_devices(1)
+    kw = dict(epochs=1, batch=B_BATCH, framework=resolve_framework("tensorflow-1"))
+    for name in (("resnet20",) if quick else ("resnet20", "vgg19-cifar")):
+        w = load_workload(name)
+        dense = simulate_run(w, cl, parse_method("dense"), **kw)
+        for sched in ((1,) if quick else (1, 2, 3)):
+            for mid in ("zero", "random", "approx"):
+                run = simulate_run(w, cl, parse_method(f"{mid}:schedule={sched}"), **kw)
+                gain = (dense.train_seconds / run.train_seconds - 1) * 100
+                pub = PUB_B_E2E[mid] if name == "resnet20" and sched == 1 else \
+                    "not published" if name == "resnet20" else "not published for VGG-19"
+                charged = [n for n in run.notes if "per iteration" in n]
+                yield Row("B", f"`prunesim train` end-to-end speedup, {name} schedule {sched}, "
+                          f"{mid}", pub, gain, "%",
+                          f"titan-xp-12gb (1 GPU) / {name} b{B_BATCH} / {mid}:schedule={sched} / "
+                          "tensorflow-1 profile / one epoch",
+                          status="ok" if isinstance(pub, float) else "qualitative", points=True,
+                          note=f"epoch {dense.train_seconds:.3f} s dense -> "
+                               f"{run.train_seconds:.3f} s; " + "; ".join(charged))
 
 
 def _b_dense(hw, wl) -> dict:

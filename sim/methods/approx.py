@@ -96,6 +96,45 @@ def approx(g: np.ndarray, k: int = 1) -> MethodResult:
     return MethodResult(name, {"k": k}, "per-channel", nnz / n, work, pick=pick, phases=("wgc",))
 
 
+def approx_nominal(layer, batch: int, k: int = 1, seed: int = 0) -> MethodResult:
+    """`approx` / `approx-topk` on a layer without its gradient (the system level records none):
+    the work account of `approx` on a dense dO of this shape (it depends on the shape alone) and a
+    deterministic synthetic pick: per (sample, output channel) k distinct positions drawn
+    uniformly from a generator seeded by (seed, layer index). The patch engine's time depends on
+    the positions (they are its input gathers, so its L2 hits), not on the values: the values are
+    placeholders (one per pick)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    shape = layer.tensor_shapes(batch)["dO"]
+    N, C = shape[0], shape[1]
+    pq = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    k_eff = min(k, pq)
+    rng = np.random.default_rng([seed, layer.index, 0x57])
+    if k_eff == 1:
+        index = rng.integers(0, pq, size=(N, C, 1)).astype(np.int32)
+    else:   # a uniform k-subset per (n, c): the k smallest of pq random keys
+        keys = rng.random((N, C, pq), dtype=np.float32)
+        index = np.sort(np.argpartition(keys, k_eff - 1, axis=2)[:, :, :k_eff], axis=2)
+        index = index.astype(np.int32)
+    pick = PerChannelPick(index, np.ones((N, C, k_eff), np.float32), k_eff)
+    n = N * C * pq
+    work = WorkAccount(elems_read=n, elems_written=2 * N * C * k_eff, compares=n * k_eff,
+                       flops=n, passes=1)
+    return MethodResult("approx" if k == 1 else "approx-topk", {"k": k}, "per-channel",
+                        N * C * k_eff / n, work, pick=pick, phases=("wgc",),
+                        extra={"nominal": True, "positions_source": "seeded uniform positions "
+                               "(no recorded gradient)"})
+
+
+def random_nominal(w_shape: tuple[int, ...], batch: int) -> MethodResult:
+    """`random`'s result without drawing dW: the generation's work follows from the weight shape
+    (the same account `random_dw` reports)."""
+    size = int(np.prod(w_shape))
+    work = WorkAccount(elems_written=size, random_draws=2 * size, flops=6 * size, passes=1)
+    return MethodResult("random", {"batch": batch}, "generated", 1.0, work, phases=("wgc",),
+                        extra={"nominal": True})
+
+
 def zero(g_shape: tuple[int, ...]) -> MethodResult:
     """`zero`: dW = 0, the WGC is skipped entirely (and its all-reduce can be too)."""
     return MethodResult("zero", {}, "skipped", 0.0, WorkAccount(), phases=("wgc",))
@@ -143,7 +182,7 @@ def approx_wgc(I, index, value, Q, R, S, stride, pad, dw):
 
 from sim.methods.base import dense_result  # noqa: E402
 from sim.methods.info import MethodInfo  # noqa: E402
-from sim.methods.registry import NOT_MODELLED, ONE_TENSOR, Method, Param, pos_int  # noqa: E402
+from sim.methods.registry import ONE_TENSOR, Method, Param, pos_int  # noqa: E402
 from sim.methods.schedule import PAPER_SCHEDULES, applies, paper_schedule  # noqa: E402
 
 
@@ -176,6 +215,16 @@ class Wang(Method):
     def approximate(self, p, layer, g, batch, key) -> MethodResult:
         raise NotImplementedError
 
+    def system_result(self, spec, layer, batch: int) -> MethodResult | None:
+        """The result of a scheduled (conv, batch) pair without its gradient (sim.system: the
+        schedule itself is applied there); None for a layer the schedule does not cover."""
+        if layer.op != "conv":
+            return None
+        return self.scheduled_nominal(dict(spec.params), layer, batch)
+
+    def scheduled_nominal(self, p, layer, batch: int) -> MethodResult:
+        raise NotImplementedError
+
     def torch_twin(self, spec, layer):
         from sim.methods import torch_ops as T
         return T.WangMethod(self.id, spec.get("k") if "k" in self.params else 1)
@@ -185,15 +234,24 @@ class Zero(Wang):
     def approximate(self, p, layer, g, batch, key):
         return zero(np.shape(g))
 
+    def scheduled_nominal(self, p, layer, batch):
+        return zero(layer.tensor_shapes(batch)["dO"])
+
 
 class RandomDW(Wang):
     def approximate(self, p, layer, g, batch, key):
         return random_dw(layer.tensor_shapes(1)["W"], batch, key)
 
+    def scheduled_nominal(self, p, layer, batch):
+        return random_nominal(layer.tensor_shapes(1)["W"], batch)
+
 
 class Approx(Wang):
     def approximate(self, p, layer, g, batch, key):
         return approx(g, p.get("k", 1))
+
+    def scheduled_nominal(self, p, layer, batch):
+        return approx_nominal(layer, batch, p.get("k", 1))
 
 
 def _wang(mid: str, cls, params=_SCHED, ignored_by=None, **kw) -> Wang:
@@ -202,12 +260,11 @@ def _wang(mid: str, cls, params=_SCHED, ignored_by=None, **kw) -> Wang:
     return cls(info, params, ignored_by)
 
 
-_TRAIN = {"train": {"schedule": NOT_MODELLED}}
 _PRUNE = {"prune": {"schedule": ONE_TENSOR}}
 FAMILY = (
     _wang("zero", Zero, ignored_by=_PRUNE, system_effect="skip-wgc", skips_allreduce=True),
-    _wang("random", RandomDW, system_effect="skip-wgc", transforms_tensor=False),
-    _wang("approx", Approx, ignored_by={**_TRAIN, **_PRUNE}),
-    _wang("approx-topk", Approx, {**_SCHED, "k": Param(pos_int, 2)},
-          {"train": {"schedule": NOT_MODELLED, "k": NOT_MODELLED}, **_PRUNE}),
+    _wang("random", RandomDW, system_effect="wgc-kernels", transforms_tensor=False),
+    _wang("approx", Approx, ignored_by=_PRUNE, system_effect="wgc-kernels"),
+    _wang("approx-topk", Approx, {**_SCHED, "k": Param(pos_int, 2)}, _PRUNE,
+          system_effect="wgc-kernels"),
 )

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 # What a method's effect is when a whole training run is estimated (sim.system):
 #   "none"          dense: the baseline
 #   "nm-agbp"       AGBP on the engine's n:m sparse tensor cores (nominal density n/m)
-#   "skip-wgc"      Wang's schedules: scheduled layers skip WGC (zero also skips their all-reduce)
+#   "skip-wgc"      Wang's zero: scheduled layers skip WGC and their all-reduce
+#   "wgc-kernels"   Wang's random / approx: a scheduled layer's WGC is the engine's kernels for
+#                   the method's shape-only result (Method.system_result); dW all-reduced as dense
 #   "channels"      PruneTrain: a channel trajectory narrows the layers over epochs
 #   "not-modelled"  a per-layer compute effect the system level does not wire (dense times)
-SYSTEM_EFFECTS = ("none", "nm-agbp", "skip-wgc", "channels", "not-modelled")
+SYSTEM_EFFECTS = ("none", "nm-agbp", "skip-wgc", "wgc-kernels", "channels", "not-modelled")
 
 
 @dataclass(frozen=True)

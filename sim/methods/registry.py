@@ -10,7 +10,8 @@ A method declares, in the module of its family, everything the rest of prunesim 
     apply(spec, layer, g, **ctx) -> MethodResult
                  the method on one layer's gradient tensor (ctx: key, batch, conv_index,
                  batch_index, n_conv, scheduled, build_csr, dense_output; see apply_method)
-    reads_gradient, fusable, nominal_result(...), torch_twin(...), torch_fc_prune(...)
+    reads_gradient, fusable, nominal_result(...), system_result(...), torch_twin(...),
+    torch_fc_prune(...)
                  the questions callers used to answer by comparing ids
 
 and `METHODS` / `method_for(id or spec)` answer for it. Code outside sim/methods never compares
@@ -169,6 +170,12 @@ class Method:
         """The result without data, where the method's density and work follow from the shape
         alone (n:m: exactly n/m); None where they need the tensor."""
         return None
+
+    def system_result(self, spec, layer, batch: int) -> MethodResult | None:
+        """The result the system level (sim.system) charges on a layer it has no gradient of:
+        nominal_result, except where the method says more (Wang's schedules: the result of a
+        scheduled conv, with a synthetic pick where the kernel reads positions); None: dense."""
+        return self.nominal_result(spec, layer, batch)
 
     def torch_twin(self, spec, layer):
         """The capture trainer's per-conv behaviour (a sim.methods.torch_ops.ConvMethod); the

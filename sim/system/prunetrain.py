@@ -32,6 +32,7 @@ networks' shape (docs/explanation/system.md), so the default stays "device".
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +44,7 @@ from sim.system.collectives import levels_of
 from sim.stepops import method_parts
 from sim.system.memory import BATCH_STEP, footprint
 from sim.system.timeline import (IterationResult, layer_times, resolve_framework,
-                                 simulate_iteration)
+                                 scheduled_wgc_seconds, simulate_iteration)
 from sim.system.trajectory import (Trajectory, apply_widths, layer_widths,  # noqa: F401 (re-exported)
                                    residual_paths)
 from sim.workload import Workload, lower
@@ -120,20 +121,19 @@ def load_trajectory(path: str | Path, workload: Workload) -> Trajectory:
     if p.suffix != ".csv":
         return trajectory_from_doc(load_yaml_file(p, ConfigError), workload, file)
     raw: dict[int, dict[str, tuple]] = {}
-    try:
-        with open(p, newline="", encoding="utf-8") as f:
-            rd = csv.DictReader(f)
-            if rd.fieldnames is None or set(rd.fieldnames) != {"epoch", "layer", "c_in", "c_out"}:
-                raise ConfigError(file, "header", "expected columns epoch,layer,c_in,c_out")
-            for i, row in enumerate(rd, start=2):
-                try:
-                    e, a, b = int(row["epoch"]), int(row["c_in"]), int(row["c_out"])
-                except (TypeError, ValueError):
-                    raise ConfigError(file, f"line {i}", "epoch, c_in and c_out must be "
-                                      "integers") from None
-                raw.setdefault(e, {})[row["layer"]] = (a, b, f"line {i}")
-    except FileNotFoundError:
-        raise ConfigError(file, None, "no such file") from None
+    from sim.limits import BUDGETS, read_input_text
+    text = read_input_text(p, error=ConfigError, what="trajectory file",
+                           max_bytes=BUDGETS["text_bytes"].limit)
+    rd = csv.DictReader(io.StringIO(text, newline=""))
+    if rd.fieldnames is None or set(rd.fieldnames) != {"epoch", "layer", "c_in", "c_out"}:
+        raise ConfigError(file, "header", "expected columns epoch,layer,c_in,c_out")
+    for i, row in enumerate(rd, start=2):
+        try:
+            e, a, b = int(row["epoch"]), int(row["c_in"]), int(row["c_out"])
+        except (TypeError, ValueError):
+            raise ConfigError(file, f"line {i}", "epoch, c_in and c_out must be "
+                              "integers") from None
+        raw.setdefault(e, {})[row["layer"]] = (a, b, f"line {i}")
     return _trajectory(raw, workload, file)
 
 
@@ -422,26 +422,77 @@ def check_batch_steps(batch_steps, dynamic_batch, epochs: int) -> dict[int, int]
     return steps
 
 
-def _wgc_skips(workload: Workload, method, notes: list) -> tuple[list[frozenset[str]], bool]:
-    """Which layers skip WGC at each batch of the method's schedule period, and whether they
-    skip the all-reduce too (zero); the method's system-level effect noted in `notes`."""
-    from sim.methods.schedule import applies, paper_schedule
+def _wgc_skips(workload: Workload, method, notes: list
+               ) -> tuple[list[frozenset[str]], bool, bool]:
+    """Which convs the method's schedule approximates at each batch of its period; whether they
+    skip WGC and the all-reduce (zero: `skip-wgc`), or their WGC is charged as the engine's
+    kernels for the method's result with the full dW still all-reduced (random, approx:
+    `wgc-kernels`, the third value True). The method's system-level effect noted in `notes`."""
+    from sim.methods.schedule import applies, coverage, paper_schedule
     info = method_info(method)
-    if info.system_effect == "skip-wgc":
+    if info.system_effect in ("skip-wgc", "wgc-kernels"):
         table = paper_schedule(method.get("schedule"), len(workload.convs))
         skip_sets = [frozenset(c.name for i, c in enumerate(workload.convs) if applies(table, i, b))
                      for b in range(table.shape[1])]
-        if not info.skips_allreduce:
-            notes.append(f"{method.id}: WGC skipped, generated dW still all-reduced; generation "
-                         "cost not charged")
-        return skip_sets, info.skips_allreduce
+        charged = info.system_effect == "wgc-kernels"
+        if charged:
+            notes.append(_charged_note(workload, method, table, coverage(table)))
+        return skip_sets, info.skips_allreduce, charged
     if info.system_effect == "nm-agbp":
         notes.append(f"{method.id}: AGBP on the engine's n:m sparse tensor cores (nominal density "
                      "n/m, pruning and compression passes charged); roofline fallback: dense")
     elif info.system_effect == "not-modelled":
         notes.append(f"{method.id}: per-layer compute effect not wired at system level; dense "
                      "layer times and unchanged communication")
-    return [frozenset()], False
+    return [frozenset()], False, False
+
+
+# what the engines run for a scheduled pair's WGC, by the structure of the method's result
+_CHARGED_KERNELS = {
+    "per-channel": "the patch engine's approximate WGC (dW memset, patch kernel, input and dW "
+                   "transposes) at {k} position(s) per (sample, output channel), the positions "
+                   "a seeded uniform pattern (no gradient is recorded at system level; the "
+                   "kernel's L2 hits depend on them)",
+    "generated": "the engine's dW generation kernel (N(0, 1/B^2) draws, one bandwidth-bound "
+                 "kernel; the paper's TensorFlow version was slower)",
+}
+
+
+def _charged_note(workload: Workload, method, table, cover: float) -> str:
+    """The train note of a `wgc-kernels` method: what each scheduled pair is charged."""
+    from sim.methods import method_for
+    conv = next((c for i, c in enumerate(workload.convs) if table[i].any()), None)
+    mr = method_for(method).system_result(method, conv, 1) if conv is not None else None
+    what = _CHARGED_KERNELS.get(mr.structure if mr is not None else "", "its WGC kernels")
+    k = mr.pick.k if mr is not None and mr.pick is not None else 1
+    return (f"{method.id}: schedule {method.get('schedule')} approximates "
+            f"{int(table.any(axis=1).sum())} of {table.shape[0]} convs over a "
+            f"{table.shape[1]}-batch period ({cover:.0%} of (conv, batch) pairs); each such "
+            f"pair's WGC is charged as {what.format(k=k)} instead of the dense WGC GEMM, "
+            "averaged over the period; AGBP exact; the full dW all-reduced as dense's")
+
+
+def _period_iterations(timing, skip_sets, comm_skip: bool, alt: dict | None, levels, bucket
+                       ) -> tuple[list, list]:
+    """One iteration per batch of the method's schedule period: the convs of skip_sets[i] skip
+    WGC (and its all-reduce where comm_skip: zero), or, where `alt` is given (random, approx: their charged
+    WGC seconds by conv), run that instead with the full dW still all-reduced. Also the scheduled convs' WGC
+    summed over the period, [dense, charged]."""
+    its, wgc = [], [0.0, 0.0]
+    for s in skip_sets:
+        lt = timing.layers
+        if alt is not None:
+            wgc[0] += sum(x.wgc for x in lt if x.name in s and x.name in alt)
+            wgc[1] += sum(alt[x.name] for x in lt if x.name in s and x.name in alt)
+            lt = tuple(replace(x, wgc=alt[x.name]) if x.name in s and x.name in alt else x
+                       for x in lt)
+            s = frozenset()
+        elif s and not comm_skip:   # WGC skipped, the dW still all-reduced
+            lt = tuple(replace(x, wgc=0.0) if x.name in s else x for x in lt)
+            s = frozenset()
+        its.append(simulate_iteration(lt, levels, bucket, timing.optimizer, s,
+                                      timing.step_overhead))
+    return its, wgc
 
 
 def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int,
@@ -479,7 +530,7 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         if not fits(workload, batch):
             notes.append(f"initial batch {batch} does not fit {capacity / 1e9:.2f} GB by the "
                          "memory model; kept anyway")
-    skip_sets, comm_skip = _wgc_skips(workload, method, notes)
+    skip_sets, comm_skip, charged = _wgc_skips(workload, method, notes)
     step_method = (plan, method) if plan is not None and plan != method else method
     if any(method_info(m).is_channel_plan and m.get("timing") == "authors"
            for m in method_parts(step_method)):
@@ -492,15 +543,11 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         key = (tuple(sorted(widths.items())), b)
         if key not in cache:
             timing = layer_times(w, b, dev, tr, engine, step_method, profile)
-            opt = timing.optimizer
-            its = []
-            for s in skip_sets:
-                lt = timing.layers
-                if s and not comm_skip:  # random: compute skipped, communication kept
-                    lt = tuple(replace(x, wgc=0.0) if x.name in s else x for x in lt)
-                    s = frozenset()
-                its.append(simulate_iteration(lt, levels, tr.bucket.value, opt, s,
-                                              timing.step_overhead))
+            # random / approx: the scheduled convs' WGC as the method's kernels (full dW sent)
+            alt = scheduled_wgc_seconds(w, b, dev, tr, engine, method,
+                                        frozenset().union(*skip_sets)) if charged else None
+            its, wgc = _period_iterations(timing, skip_sets, comm_skip, alt, levels,
+                                            tr.bucket.value)
             mean = lambda f: sum(f(i) for i in its) / len(its)
             cache[key] = dict(first=its[0], seconds=mean(lambda i: i.seconds),
                               comm_bytes=mean(lambda i: i.comm_bytes),
@@ -508,7 +555,8 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
                               exposed=mean(lambda i: i.exposed_comm_seconds),
                               flops=gemm_flops(w, b), macs=authors_macs(w, b), params=w.params(),
                               memory=footprint(w, b, act, reserved, over).total,
-                              source=timing.source)
+                              source=timing.source,
+                              wgc=[v / len(its) for v in wgc])
         return cache[key]
 
     out = []
@@ -533,6 +581,11 @@ def simulate_run(workload: Workload, cluster, method, *, epochs: int, batch: int
         out.append(Epoch(e, b, b / batch, n_full + (1 if rem_b else 0), st["first"], tot("seconds"),
                          int(round(tot("comm_bytes"))), tot("comm_seconds"), tot("exposed"),
                          tot("flops"), tot("macs"), st["params"], st["memory"]))
+    if charged and cache:
+        (_, b0), st0 = next(iter(cache.items()))
+        d, a = st0["wgc"]
+        notes.append(f"{method.id}: scheduled WGC per iteration at batch {b0} (mean over the "
+                     f"period): {d * 1e3:.3f} ms dense -> {a * 1e3:.3f} ms charged")
     if steps:
         notes.append("batch schedule given: " + ", ".join(f"{b} from epoch {e}"
                                                            for e, b in sorted(steps.items())))

@@ -11,7 +11,9 @@ The iteration (data-parallel, one replica per device, all devices symmetric):
   compute stream: per entry in op order FWD then its forward ops (BN, ReLU, ...), the loss, then
   the backward in reverse: per entry its backward ops (gradient sum at a fork, ReLU and BN
   backward) then AGBP then WGC (a layer's gradient is ready when its WGC ends; a layer under the
-  `zero` approximation this batch skips its WGC and sends no gradient, but its BN backward runs);
+  `zero` approximation this batch skips its WGC and sends no gradient, but its BN backward runs;
+  under `random` or `approx` its WGC is the method's kernels, scheduled_wgc_seconds, and its full
+  dW is sent);
   buckets: as PyTorch DDP, parameters in reverse order fill buckets up to the cap (25 MB by
   default); a bucket is launched when the last gradient in it is ready;
   comm stream: one collective at a time, FIFO (NCCL runs DDP's all-reduces on one stream), each the
@@ -117,6 +119,63 @@ def _engine_layer_seconds(hw_name: str, layer, batch: int, dtype: str, spec=None
     return {ph: sum(k.seconds for k in kl) for ph, kl in ks.items()}
 
 
+@lru_cache(maxsize=65536)
+def _engine_method_wgc_seconds(hw_name: str, layer, batch: int, dtype: str, spec) -> float:
+    """Engine seconds of one layer's WGC under the method's result without data
+    (Method.system_result: Wang's approx on a scheduled conv is the patch engine's kernels on a
+    synthetic pick, random its generation kernel); dense where the method returns None."""
+    from sim.driver import engine_for, phase_kernels
+    from sim.methods import method_for
+    mr = method_for(spec).system_result(spec, layer, batch)
+    ks = phase_kernels(engine_for(_load_hw(hw_name)), layer, batch, mr, phases=("wgc",),
+                       dtype=dtype)
+    return sum(k.seconds for k in ks["wgc"])
+
+
+def scheduled_wgc_seconds(workload: Workload, batch: int, device, training, engine: str,
+                          method, names) -> dict[str, float]:
+    """WGC seconds of the layers `names` of the workload on a (layer, batch) pair the method
+    approximates (Wang's `wgc-kernels` methods: random, approx, approx-topk), for the timeline to
+    charge instead of their dense WGC. The engine of the device's hwconfig times the method's
+    result without data (Method.system_result). The roofline model has a generated dW (its fp32
+    write at mem_bandwidth) but no model of the approx patch kernel, and a hardware kind without
+    the method's kernel has neither: both are refused in one line naming --method."""
+    from sim.errors import ConfigError
+    from sim.methods import method_for, method_info
+    roofline = engine == "roofline" or not getattr(device, "hwconfig", None)
+    layers = [l for l in workload.layers if l.name in names]
+    m = method_for(method)
+    if roofline:
+        out = {}
+        for l in layers:
+            mr = m.system_result(method, l, batch)
+            if mr is None:               # not approximated: its dense WGC stays
+                continue
+            if mr.structure == "skipped":
+                out[l.name] = 0.0
+            elif mr.structure == "generated":
+                out[l.name] = int(mr.work.elems_written) * 4 / device.mem_bandwidth.value
+            else:
+                raise ConfigError(None, "--method", f"{method.label}: the roofline model has no "
+                                  f"model of its {mr.structure} WGC kernel (Wang et al.'s patch "
+                                  "kernel): time the layers with the engine of a GPU hwconfig "
+                                  "(without --roofline)")
+        return out
+    hw = _load_hw(device.hwconfig)
+    gap = method_info(method).kernel_gap(hw.kind)
+    if gap:
+        raise ConfigError(None, "--method", f"{method.label}: {gap}; {device.hwconfig} is a "
+                          f"{hw.kind}: train cannot time its WGC there")
+    from sim.engines.base import Unsupported
+    dtype = ENGINE_DTYPE.get(int(training.activation_bytes.value), "fp16")
+    try:
+        return {l.name: _engine_method_wgc_seconds(device.hwconfig, l, batch, dtype, method)
+                for l in layers}
+    except Unsupported as e:     # e.g. the patch kernel on a grouped conv: refused, not dense
+        raise ConfigError(None, "--method", f"{method.label}: {e.message}; train refuses it "
+                          "rather than charging the dense WGC") from None
+
+
 @lru_cache(maxsize=16)
 def _load_hw(name: str):
     from sim.hwconfig import load_hwconfig
@@ -142,7 +201,8 @@ def layer_times(workload: Workload, batch: int, device, training, engine: str = 
     method: a MethodSpec, or a tuple of them (a combination: PruneTrain's plan with a gradient
     method); SDGP (sdgp-*) prunes AGBP through the nominal n:m result (engine only; the roofline
     model has no sparse model); PruneTrain adds its group-lasso kernels. Every other method: dense
-    times. framework: a profile (resolve_framework) giving the non-GEMM kernels."""
+    times (Wang's schedules too: simulate_run charges their scheduled (conv, batch) pairs,
+    scheduled_wgc_seconds). framework: a profile (resolve_framework) giving the non-GEMM kernels."""
     profile = resolve_framework(framework)
     dt = int(training.activation_bytes.value)
     dtype = ENGINE_DTYPE.get(dt, "fp16")
