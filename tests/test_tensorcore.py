@@ -91,9 +91,11 @@ def test_huge_square_gemm_is_compute_bound_near_peak(a100):
 def test_skinny_gemm_is_memory_bound(a100):
     r = simulate_gemm(a100, 4 * 1024 * 1024, 64, 64)
     assert r.tflops < 0.2 * peak_tflops(a100)
-    assert r.breakdown["memory"] > r.breakdown["math"]
-    # cannot beat DRAM: its compulsory bytes at peak bandwidth
-    assert r.seconds >= r.bytes["dram"] / a100.value("hbm_bandwidth")
+    # two k-tiles per block: the time is waiting on memory (pipeline fill and stalls), not math
+    assert r.breakdown["memory"] + r.breakdown["fill_drain"] > 3 * r.breakdown["math"]
+    # cannot beat DRAM (its compulsory bytes at peak bandwidth), and stays close to that floor
+    floor = r.bytes["dram"] / a100.value("hbm_bandwidth")
+    assert floor <= r.seconds < 1.3 * floor
     assert sum(r.breakdown.values()) == pytest.approx(r.seconds, rel=1e-9)
 
 

@@ -103,6 +103,7 @@ class _Fit:
 
     eb: int            # bytes per B (and dense A) element
     a_eb: float        # bytes per dense A element as streamed (values + n:m metadata)
+    meta_eb: float     # of which n:m metadata (0 dense)
     math_keep: float   # fraction of the dense MMA work issued
     bk: int
     stages: int
@@ -128,10 +129,11 @@ def _fit(s: GpuSpec, g: GemmShape, tile) -> _Fit | None:
     if g.sparse:
         nk, mg, bits = g.sparse
         keep = nk / mg
-        a_eb = eb * keep + keep * bits / 8.0          # values + metadata per dense A element
+        meta_eb = keep * bits / 8.0
+        a_eb = eb * keep + meta_eb                    # values + metadata per dense A element
         math_keep = keep if s.sparse_rate == "m/n" else 1.0
     else:
-        a_eb, math_keep = float(eb), 1.0
+        a_eb, meta_eb, math_keep = float(eb), 0.0, 1.0
     a_tile, b_tile = bm * bk * a_eb, bk * bn * eb
     smem_block = stages * (a_tile + b_tile)
     if smem_block > s.smem:
@@ -147,7 +149,8 @@ def _fit(s: GpuSpec, g: GemmShape, tile) -> _Fit | None:
             s.max_blocks)
     if r < 1:
         return None
-    return _Fit(eb, a_eb, math_keep, bk, stages, warps, a_tile, b_tile, smem_block, regs, r)
+    return _Fit(eb, a_eb, meta_eb, math_keep, bk, stages, warps, a_tile, b_tile, smem_block, regs,
+                r)
 
 
 def _dram_reads(s: GpuSpec, g: GemmShape, f: _Fit, bm: int, bn: int, split: int,
@@ -214,21 +217,26 @@ def _smem_per_ktile(s: GpuSpec, g: GemmShape, f: _Fit, tile) -> float:
     per warp that needs it. wgmma: a warpgroup (4 warps, 64 rows of A) reads its A rows and the
     whole B tile once, the tensor cores fetching straight from shared memory. A sparse MMA
     consumes B over twice the K per instruction, so at the doubled rate the same B bytes per
-    dense FMA arrive in half the time: smem, not the tensor cores, can bound it. Each sparse MMA
-    also loads its metadata (one 32-bit register per lane per 16 rows of A and k-step).
+    dense FMA arrive in half the time: smem, not the tensor cores, can bound it. The sparse A
+    fragments are the kept values plus their metadata, counted once: `sparse_meta_load` bytes
+    per 16 rows of A and sparse k-step where the hwconfig gives it, else the index bits.
     """
     bm, bn, wm, wn, _ = tile
     fills = f.a_tile + f.b_tile
+    a_val = f.a_eb - f.meta_eb                   # bytes of kept A values per dense A element
     if s.on_cuda_cores(g.dtype) or s.mma_route(bool(g.sparse)) == "mma.sync":
-        frag = f.warps * (wm * f.bk * f.a_eb + f.bk * wn * f.eb)
+        frag = f.warps * (wm * f.bk * a_val + f.bk * wn * f.eb)
         rows = f.warps * wm
     else:
         wg = max(1, bm // 64)
-        frag = bm * f.bk * f.a_eb + wg * f.bk * bn * f.eb
+        frag = bm * f.bk * a_val + wg * f.bk * bn * f.eb
         rows = bm
-    if g.sparse and s.meta_load is not None:
-        k_steps = f.bk / (_INSTR_K[f.eb] * 2)
-        frag += rows / 16 * k_steps * s.meta_load
+    if g.sparse:
+        if s.meta_load is not None:
+            k_steps = f.bk / (_INSTR_K[f.eb] * 2)
+            frag += rows / 16 * k_steps * s.meta_load
+        else:
+            frag += rows * f.bk * f.meta_eb
     return frag + fills
 
 
@@ -261,13 +269,20 @@ def _evaluate(s: GpuSpec, g: GemmShape, tile, split: int) -> dict | None:
     smem_tile = _smem_per_ktile(s, g, f, tile)
     # epilogue: fp32 accumulators staged through shared memory (written, read back) per tile
     epi_smem = bm * bn * 4 * 2
+    # an mma.sync mainloop (ldmatrix fragments, cp.async fills) sustains `smem_bandwidth_sustained`
+    # where the hwconfig gives it; wgmma reads its operands through descriptors, SIMT kernels use
+    # plain shared loads: both keep the nominal rate
+    smem_main = s.smem_bpc
+    if s.smem_sus is not None and not s.on_cuda_cores(g.dtype) \
+            and s.mma_route(bool(g.sparse)) == "mma.sync":
+        smem_main = s.smem_sus
 
     def wave(active: int, resident: int):
         load_bw = s.l2_bpc / active
         if hit < 1.0:
             load_bw = min(load_bw, s.dram_bpc / (active * (1.0 - hit)))
         mma = fma_tile / (rate / resident)
-        sm_cyc = smem_tile / (s.smem_bpc / resident)
+        sm_cyc = smem_tile / (smem_main / resident)
         work = max(mma, sm_cyc)
         epi = s.epi_lat + max(c_bytes / (s.dram_bpc / active), epi_smem / (s.smem_bpc / resident))
         out = _sim_block(n_iter, f.stages, load_bytes, load_bw, mem_lat, work, mma / work,

@@ -76,9 +76,15 @@ HW_FIELDS: dict[str, Field] = {
                               "C stores (the staging and store bandwidth is modeled on top)",
                               required=False, minimum=0, default=0.0, attr="epi_lat"),
     "sparse_meta_load": Field("size", "shared-memory bytes a warp loads for the metadata of one "
-                              "sparse MMA (16 rows of A, one k-step): one 32-bit register per "
-                              "lane (absent: the metadata bits only)", required=False, minimum=0,
+                              "sparse MMA (16 rows of A, one k-step), in place of the index bits "
+                              "(absent: the metadata bits only)", required=False, minimum=0,
                               attr="meta_load"),
+    "smem_bandwidth_sustained": Field("bytes_per_cycle", "shared-memory bandwidth per SM that an "
+                                      "mma.sync GEMM mainloop sustains (ldmatrix fragment loads, "
+                                      "cp.async fills and sparse metadata sharing the pipe); "
+                                      "wgmma and CUDA-core kernels keep smem_bandwidth (absent: "
+                                      "smem_bandwidth)", required=False, minimum=1,
+                                      attr="smem_sus"),
     "mma_path": Field("text", "instruction path of the GEMM library: 'mma.sync' (Ampere-style, "
                       "warp fragments from shared memory), 'wgmma' (Hopper: warpgroup MMA reads "
                       "its operands from shared memory once per warpgroup, dense and 2:4), "

@@ -53,6 +53,7 @@ class GpuSpec:
     prologue: float              # cycles per block before its first load
     epi_lat: float               # cycles per output tile, fixed epilogue latency
     meta_load: float | None      # smem bytes per warp per sparse MMA k-step for metadata
+    smem_sus: float | None       # smem bytes/cycle/SM an mma.sync mainloop sustains; None: smem_bpc
     mma_path: str                # "mma.sync" | "wgmma" | "mma.sp-ampere"
     sync_frac: float             # mma.sync share of the tensor-core rate on a wgmma GPU
     # derived
