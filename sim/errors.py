@@ -12,7 +12,8 @@ class PrunesimError(Exception):
 
     def __init__(self, file: str | os.PathLike | None, field: str | None, message: str):
         self.file = os.fspath(file) if file is not None else None
-        self.field = field
+        # a YAML key can be any scalar (`1:` is an int key): the field is shown as text
+        self.field = str(field) if field is not None else None
         self.message = message
         super().__init__(str(self))
 

@@ -456,7 +456,7 @@ def _check_top(doc: Any, file: str) -> tuple[str, dict[str, tuple[int, int, int]
         raise WorkloadError(file, "(top level)", "expected a mapping with name, input and layers")
     unknown = set(doc) - _TOP_KEYS_REQUIRED - _TOP_KEYS_OPTIONAL
     if unknown:
-        raise WorkloadError(file, sorted(unknown)[0], "unknown key (allowed: "
+        raise WorkloadError(file, sorted(map(str, unknown))[0], "unknown key (allowed: "
                             + ", ".join(sorted(_TOP_KEYS_REQUIRED | _TOP_KEYS_OPTIONAL)) + ")")
     for k in sorted(_TOP_KEYS_REQUIRED):
         if k not in doc:

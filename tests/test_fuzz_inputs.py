@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim.errors import PrunesimError, TraceError, WorkloadError
@@ -41,6 +41,8 @@ values = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=4),
 
 
 @given(st.binary(max_size=400))
+@example(b"1:")                      # an int key: the error names it as text
+@example(b"1: 2\nfoo: 3\n")          # int and str keys together
 def test_workload_loader_on_random_bytes(tmp_path_factory, data):
     f = tmp_path_factory.mktemp("wl") / "w.yaml"
     f.write_bytes(data)
