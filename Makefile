@@ -18,7 +18,7 @@ $(STAMP): setup.cfg pyproject.toml
 install: $(STAMP)
 
 # the real job on the bundled traces: 5 platforms x every method that applies there, a summary
-# table, a result store and five plots in out/ (about 25 s after install on a 2-core machine)
+# table, a result store and six plots in out/ (about 10 s after install on a 2-core machine)
 demo: $(STAMP)
 	$(VENV)/bin/prunesim trace check traces/sample-resnet20-mnist5k
 	$(PY) -m analysis.report --out out
