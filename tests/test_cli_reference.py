@@ -35,3 +35,4 @@ def test_every_command_and_option_is_in_the_cli_reference():
         missing += [f"{name}: {o}" for a in p._actions for o in a.option_strings
                     if o.startswith("--") and o != "--help" and f"`{o}" not in sec]
     assert not missing, missing
+

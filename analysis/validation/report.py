@@ -12,7 +12,6 @@ import json
 import math
 import multiprocessing
 import os
-import pickle
 import statistics
 import sys
 import time
@@ -125,12 +124,12 @@ def _group_task(task: tuple) -> tuple:
     return (g, *_run_group(g, section, fn, quick))
 
 
-def _picklable(fn) -> bool:
-    try:
-        pickle.dumps(fn)
-        return True
-    except Exception:  # noqa: BLE001 - a local function (a test's stand-in) runs in this process
-        return False
+def _importable(fn) -> bool:
+    """Whether a worker process can find `fn` by its module and name (a module-level function);
+    a local function (a test's stand-in) runs in this process instead."""
+    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
+    return (getattr(fn, "__qualname__", None) == getattr(fn, "__name__", "")
+            and getattr(mod, fn.__name__, None) is fn)
 
 
 def compute(quick: bool = False, groups: tuple[str, ...] | None = None, log=None,
@@ -171,7 +170,7 @@ def compute(quick: bool = False, groups: tuple[str, ...] | None = None, log=None
             rank = {g: i for i, g in enumerate(HEAVY_FIRST)}
             order = sorted(todo, key=lambda g: rank.get(g, len(rank)))
             tasks = [(g, *GROUPS[g], quick) for g in order]
-            inline = [t for t in tasks if not _picklable(t[2])]
+            inline = [t for t in tasks if not _importable(t[2])]
             pooled = [t for t in tasks if t not in inline]
             # spawn, not fork: the parent may hold Numba/BLAS threads, which fork does not copy
             from sim.results.sweep import _worker_init
