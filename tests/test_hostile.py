@@ -18,21 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.cli import main
+from conftest import run_main as run
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "traces" / "sample-cnn2-mnist5k"
 A100 = (ROOT / "hwconfigs" / "a100-sxm4-40gb.yaml").read_text()
 DGX = (ROOT / "hwconfigs" / "clusters" / "dgx-a100-hdr.yaml").read_text()
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse: usage errors
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def refused(argv, capsys, *needles: str) -> str:

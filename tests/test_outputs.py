@@ -10,19 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from conftest import run_main as run
 
 ROOT = Path(__file__).resolve().parents[1]
 XEON = ROOT / "hwconfigs" / "xeon-e5-2680v4.yaml"
-
-
-def run(argv, capsys):
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def refused(argv, capsys, *needles):
